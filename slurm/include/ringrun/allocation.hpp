@@ -1,0 +1,53 @@
+// The allocation: which hosts a job may use, how many ranks each may hold, and which GPUs.
+// Built from SLURM's environment, from libslurm for a job id, or from -H / --hostfile.
+// Everything here is pure (text in, value out) except allocation_from_job(), which asks slurmctld.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringrun {
+
+using Environment = std::map<std::string, std::string>;
+
+// A malformed input. what() is the whole one-line message, naming the input and the fix, e.g.
+// "SLURM_TASKS_PER_NODE='2(x3' : missing ')' at column 4".
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct HostSlots {
+  std::string name;
+  int slots = 0;                  // ranks this host may hold (0 = not limited, local host only)
+  std::vector<std::string> gpus;  // GPU ids usable on this host, as the allocation names them
+                                  // (SLURM_STEP_GPUS / SLURM_JOB_GPUS); empty = not known
+};
+
+enum class AllocationSource { local, hosts_flag, hostfile, slurm_env, slurm_job };
+
+struct Allocation {
+  AllocationSource source = AllocationSource::local;
+  std::vector<HostSlots> hosts;  // in the order given; ranks fill them in block order
+  bool explicit_slots = false;   // slots are a limit that -np may not exceed (w/o --oversubscribe)
+  std::optional<std::string> job_id;  // SLURM job id
+  std::optional<int> ntasks;          // SLURM_NTASKS when the allocation states it
+  bool inside_step = false;           // we run inside an srun step (SLURM_STEP_ID set)
+
+  int total_slots() const {
+    int n = 0;
+    for (const auto& h : hosts) n += h.slots;
+    return n;
+  }
+};
+
+// -H "h1:4,h2:4" (horovodrun's syntax; a host without ":N" has 1 slot).
+Allocation parse_hosts_flag(std::string_view spec);
+// Hostfile text, "host slots=N" per line, '#' comments; `origin` names the file in errors.
+Allocation parse_hostfile(std::string_view text, std::string_view origin);
+
+}  // namespace ringrun

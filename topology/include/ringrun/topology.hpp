@@ -1,0 +1,82 @@
+// A node's hardware as hwloc sees it (live or from an XML export), and the pure planning of the
+// ranks on one node: which GPU, which cores, which NIC, which NCCL variables.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ringrun::topology {
+
+// A file or machine hwloc could not read; what() names the file and hwloc's reason.
+struct TopologyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Distance from a GPU to a NIC, nearest first (the order NCCL's PIX/PXB/PHB/SYS follows).
+enum class NicDistance { same_pci_switch, same_host_bridge, same_numa, same_package, across_packages };
+const char* to_string(NicDistance);
+
+struct Gpu {
+  std::string bus_id;                // "0000:4e:00.0"
+  std::string vendor;                // "nvidia", "amd"
+  std::string name;                  // OS device name or model when known ("cuda0", "rsmi3")
+  std::vector<int> numa_nodes;       // OS indexes
+  std::vector<unsigned> local_cpus;  // PU OS indexes local to the GPU (allowed ones only)
+};
+
+struct Nic {
+  std::string name;                  // "mlx5_0", "rdmap197s0", "hsi0", "eth0"
+  std::string kind;                  // "infiniband" (OpenFabrics), "efa", "ethernet", "slingshot"
+  std::vector<std::string> netdevs;  // Linux interfaces on the same PCI function
+  std::vector<int> ports;            // OpenFabrics ports (1-based), empty for plain netdevs
+  std::string bus_id;
+  std::vector<int> numa_nodes;
+};
+
+struct Core {
+  std::vector<unsigned> pus;  // hyperthread siblings, allowed ones only
+  int numa = -1;              // OS index of its NUMA node
+  int package = -1;
+};
+
+struct Topology {
+  std::string origin;                 // "live" or the XML file's path, for messages
+  std::vector<Gpu> gpus;              // in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)
+  std::vector<Nic> nics;
+  std::vector<Core> cores;            // allowed cores only, in logical order
+  std::vector<int> numa_nodes;        // OS indexes of NUMA nodes that have cores
+  // nic_distance[g][n]: distance from gpus[g] to nics[n].
+  std::vector<std::vector<NicDistance>> nic_distance;
+};
+
+Topology load_live();
+Topology load_xml(const std::string& path);
+
+struct NodeOptions {
+  int gpus_per_rank = 1;                   // 0: CPU-only ranks, no GPU given
+  bool bind = true;                        // false: --bind none, no cpuset
+  std::optional<int> cpus_per_rank;        // caps the cores of each rank
+  std::optional<std::vector<std::string>> visible_gpus;  // inherited CUDA_VISIBLE_DEVICES or
+                                           // SLURM's GPU list: rank i gets an index into this
+};
+
+// One rank's share of a node.
+struct LocalSlot {
+  std::optional<std::string> gpu;          // the value for CUDA_VISIBLE_DEVICES
+  std::optional<int> gpu_index;            // index into Topology::gpus
+  std::vector<unsigned> cpus;              // PU OS indexes; empty when not bound
+  std::optional<std::string> nic;          // closest NIC's name
+  std::map<std::string, std::string> env;  // NCCL_* for this rank
+};
+
+// Pure: the slots of `local_size` ranks on a node with this topology. Throws std::invalid_argument
+// with a one-line message (e.g. more ranks than GPUs, naming both counts).
+std::vector<LocalSlot> plan_node(const Topology& topo, int local_size, const NodeOptions& options);
+
+// "0-3,8,10-11"
+std::string format_cpulist(const std::vector<unsigned>& cpus);
+
+}  // namespace ringrun::topology
