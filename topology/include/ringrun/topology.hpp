@@ -34,7 +34,14 @@ struct Nic {
   std::vector<int> ports;            // OpenFabrics ports (1-based), empty for plain netdevs
   std::string bus_id;
   std::vector<int> numa_nodes;
+  // hwloc's "Port<N>State" for each entry of `ports` (IB port states: 4 = ACTIVE, 1 = DOWN);
+  // 0 when hwloc did not report it.
+  std::vector<int> port_states;
 };
+
+// The first ACTIVE port of an OpenFabrics NIC; else its first port when hwloc reported no states;
+// nullopt for plain netdevs or when every reported port is down.
+std::optional<int> first_active_port(const Nic&);
 
 struct Core {
   std::vector<unsigned> pus;  // hyperthread siblings, allowed ones only
@@ -78,5 +85,22 @@ std::vector<LocalSlot> plan_node(const Topology& topo, int local_size, const Nod
 
 // "0-3,8,10-11"
 std::string format_cpulist(const std::vector<unsigned>& cpus);
+// The inverse: "0-3,8" -> {0,1,2,3,8}, sorted and unique; throws std::invalid_argument naming the
+// list and the column of the error.
+std::vector<unsigned> parse_cpulist(const std::string& list);
+
+// The GID index NCCL's automatic selection (NCCL >= 2.21) would use on a RoCE port: the first
+// valid IPv4-mapped GID (::ffff:a.b.c.d) of type "RoCE v2" with a netdev, read from
+// <sysfs_root>/class/infiniband/<hca>/ports/<port>/{link_layer,gids/N,gid_attrs/types/N,
+// gid_attrs/ndevs/N}. nullopt for an InfiniBand link layer, a missing port or no such GID.
+// sysfs_root is "/sys" on a real machine; tests pass fixture trees.
+std::optional<int> roce_gid_index(const std::string& sysfs_root, const std::string& hca, int port);
+
+// `ringrun topo`: one row per GPU (index, bus id, NUMA, cores, closest NIC and its distance class),
+// then, when slots are given, one row per local rank (GPU, cpus, NIC, NCCL variables).
+std::string render_topology_table(const Topology&, const std::vector<LocalSlot>* slots = nullptr);
+// The same as one JSON object: {"origin", "gpus": [...], "nics": [...], "numa_nodes", "cores",
+// "slots": [...] when given}.
+std::string topology_to_json(const Topology&, const std::vector<LocalSlot>* slots = nullptr);
 
 }  // namespace ringrun::topology
