@@ -1,0 +1,421 @@
+#include "ringrun/store.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <list>
+
+#include <fmt/format.h>
+
+namespace ringrun::store {
+namespace {
+
+constexpr std::uint32_t kMagic = 0x31535252;  // "RRS1" little-endian
+constexpr std::size_t kHeaderBytes = 16;
+// An unauthenticated connection has this long to present the secret.
+constexpr auto kHelloTimeout = std::chrono::seconds(10);
+constexpr std::size_t kMaxConnections = 4096;
+
+enum FrameType : unsigned char { kHello = 1, kSet = 2, kGet = 3, kReply = 4 };
+enum Status : unsigned char { kStatusOk = 0, kStatusValue = 1, kStatusNotFound = 2, kStatusError = 3 };
+
+struct Header {
+  unsigned char type = 0;
+  unsigned char status = 0;
+  std::uint16_t key_len = 0;
+  std::uint32_t value_len = 0;
+  std::uint32_t timeout_ms = 0;
+};
+
+std::array<unsigned char, kHeaderBytes> encode(const Header& h) {
+  std::array<unsigned char, kHeaderBytes> out{};
+  net::put_u32(out.data(), kMagic);
+  out[4] = h.type;
+  out[5] = h.status;
+  out[6] = static_cast<unsigned char>(h.key_len);
+  out[7] = static_cast<unsigned char>(h.key_len >> 8);
+  net::put_u32(out.data() + 8, h.value_len);
+  net::put_u32(out.data() + 12, h.timeout_ms);
+  return out;
+}
+
+// Parses and bounds-checks a header; returns an error text or "" when it is acceptable.
+std::string decode(const unsigned char* in, bool authenticated, Header* h) {
+  if (net::get_u32(in) != kMagic) return "bad frame magic (not a ringrun store client)";
+  h->type = in[4];
+  h->status = in[5];
+  h->key_len = static_cast<std::uint16_t>(in[6] | (in[7] << 8));
+  h->value_len = net::get_u32(in + 8);
+  h->timeout_ms = net::get_u32(in + 12);
+  if (h->key_len > kMaxKeyBytes)
+    return fmt::format("key length {} exceeds the maximum {}", h->key_len, kMaxKeyBytes);
+  std::size_t max_value = authenticated ? kMaxValueBytes : kMaxSecretBytes;
+  if (h->value_len > max_value)
+    return fmt::format("frame length {} exceeds the maximum {}", h->value_len, max_value);
+  return "";
+}
+
+std::string frame(const Header& h, const std::string& key, const std::string& value) {
+  auto head = encode(h);
+  std::string out(reinterpret_cast<const char*>(head.data()), head.size());
+  out += key;
+  out += value;
+  return out;
+}
+
+}  // namespace
+
+struct Server::State {
+  struct Connection {
+    net::Fd fd;
+    std::string peer;
+    bool authenticated = false;
+    bool closing = false;  // close once the output is flushed
+    net::Clock::time_point accepted_at;
+    unsigned char head[kHeaderBytes];
+    std::size_t head_got = 0;
+    Header header;
+    std::string body;  // key + value of the frame being read; sized only after the header checks
+    std::size_t body_got = 0;
+    std::string output;
+    bool waiting = false;  // a GET is parked until its key is set or it times out
+    std::string waiting_key;
+    net::Clock::time_point waiting_deadline;
+  };
+
+  std::string secret;
+  net::Fd listener;
+  net::Fd wakeup;  // eventfd: the destructor writes it to stop the thread
+  std::uint16_t port = 0;
+  std::map<std::string, std::string> values;
+  std::list<Connection> connections;
+
+  void run();
+  void accept_all();
+  void refuse(Connection& c, const std::string& why) {
+    fmt::print(stderr, "ringrun store: refused connection from {}: {}\n", c.peer, why);
+    c.fd.reset();
+  }
+  void drop(Connection& c, const std::string& why) {
+    fmt::print(stderr, "ringrun store: closed connection from {}: {}\n", c.peer, why);
+    c.fd.reset();
+  }
+  void reply(Connection& c, Status status, const std::string& value) {
+    Header h;
+    h.type = kReply;
+    h.status = status;
+    h.value_len = static_cast<std::uint32_t>(value.size());
+    c.output += frame(h, "", value);
+  }
+  void read_from(Connection& c);
+  void handle_frame(Connection& c);
+  void flush(Connection& c);
+  void wake_waiters(const std::string& key);
+};
+
+Server::Server(const std::string& bind_address, std::uint16_t port, std::string secret)
+    : state_(std::make_unique<State>()) {
+  if (secret.size() > kMaxSecretBytes)
+    throw StoreError(fmt::format("store secret of {} bytes exceeds the maximum {}", secret.size(), kMaxSecretBytes));
+  state_->secret = std::move(secret);
+  try {
+    state_->listener = net::listen_tcp(bind_address, port);
+  } catch (const net::NetError& e) {
+    throw StoreError(fmt::format("ringrun store: {}", e.what()));
+  }
+  state_->port = net::local_port(state_->listener.get());
+  state_->wakeup = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!state_->wakeup) throw StoreError(fmt::format("ringrun store: eventfd(): {}", std::strerror(errno)));
+  thread_ = std::thread([state = state_.get()] { state->run(); });
+}
+
+Server::~Server() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto written = ::write(state_->wakeup.get(), &one, sizeof one);
+  if (thread_.joinable()) thread_.join();
+}
+
+std::uint16_t Server::port() const { return state_->port; }
+
+void Server::State::run() {
+  std::vector<pollfd> fds;
+  std::vector<Connection*> owners;
+  for (;;) {
+    fds.clear();
+    owners.clear();
+    fds.push_back({wakeup.get(), POLLIN, 0});
+    fds.push_back({listener.get(), POLLIN, 0});
+    auto now = net::Clock::now();
+    auto next_deadline = now + std::chrono::seconds(1);
+    for (auto& c : connections) {
+      short events = POLLIN;
+      if (!c.output.empty()) events |= POLLOUT;
+      fds.push_back({c.fd.get(), events, 0});
+      owners.push_back(&c);
+      if (!c.authenticated) next_deadline = std::min(next_deadline, c.accepted_at + kHelloTimeout);
+      if (c.waiting) next_deadline = std::min(next_deadline, c.waiting_deadline);
+    }
+    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now).count();
+    int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(0, wait_ms) + 1));
+    if (ready < 0 && errno != EINTR) {
+      fmt::print(stderr, "ringrun store: poll(): {}; stopping\n", std::strerror(errno));
+      return;
+    }
+    if (ready > 0 && (fds[0].revents & POLLIN)) return;
+    if (ready > 0 && (fds[1].revents & POLLIN)) accept_all();
+    for (std::size_t i = 0; ready > 0 && i < owners.size(); ++i) {
+      Connection& c = *owners[i];
+      short revents = fds[i + 2].revents;
+      if (c.fd && (revents & (POLLIN | POLLHUP | POLLERR))) read_from(c);
+      if (c.fd && (revents & POLLOUT)) flush(c);
+    }
+    now = net::Clock::now();
+    for (auto& c : connections) {
+      if (!c.fd) continue;
+      if (!c.authenticated && now >= c.accepted_at + kHelloTimeout) {
+        refuse(c, "no secret presented within 10 s");
+        continue;
+      }
+      if (c.waiting && now >= c.waiting_deadline) {
+        c.waiting = false;
+        reply(c, kStatusNotFound, "");
+        flush(c);
+      }
+    }
+    connections.remove_if([](const Connection& c) { return !c.fd; });
+  }
+}
+
+void Server::State::accept_all() {
+  for (;;) {
+    sockaddr_in address{};
+    socklen_t len = sizeof address;
+    int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: none left; other errors are the client's problem
+    if (connections.size() >= kMaxConnections) {
+      fmt::print(stderr, "ringrun store: refused connection from {}: more than {} connections\n",
+                 net::format_address(address), kMaxConnections);
+      ::close(fd);
+      continue;
+    }
+    net::set_nodelay(fd);
+    Connection& c = connections.emplace_back();
+    c.fd.reset(fd);
+    c.peer = net::format_address(address);
+    c.accepted_at = net::Clock::now();
+  }
+}
+
+void Server::State::read_from(Connection& c) {
+  char buffer[64 * 1024];
+  for (;;) {
+    ssize_t got = ::recv(c.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+    if (got == 0) {
+      // A client that leaves before authenticating is refused; one that leaves later just closed.
+      if (!c.authenticated) refuse(c, "closed before presenting the secret");
+      else c.fd.reset();
+      return;
+    }
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) c.fd.reset();
+      return;
+    }
+    std::size_t offset = 0;
+    while (offset < static_cast<std::size_t>(got) && c.fd) {
+      if (c.head_got < kHeaderBytes) {
+        std::size_t take = std::min(kHeaderBytes - c.head_got, static_cast<std::size_t>(got) - offset);
+        std::memcpy(c.head + c.head_got, buffer + offset, take);
+        c.head_got += take;
+        offset += take;
+        if (c.head_got < kHeaderBytes) break;
+        std::string error = decode(c.head, c.authenticated, &c.header);
+        if (!error.empty()) {
+          if (c.authenticated) drop(c, error);
+          else refuse(c, error);
+          return;
+        }
+        c.body.assign(c.header.key_len + static_cast<std::size_t>(c.header.value_len), '\0');
+        c.body_got = 0;
+      }
+      std::size_t take = std::min(c.body.size() - c.body_got, static_cast<std::size_t>(got) - offset);
+      std::memcpy(c.body.data() + c.body_got, buffer + offset, take);
+      c.body_got += take;
+      offset += take;
+      if (c.body_got == c.body.size()) {
+        handle_frame(c);
+        c.head_got = 0;
+        c.body.clear();
+        c.body.shrink_to_fit();
+      }
+    }
+    if (!c.fd) return;
+  }
+}
+
+void Server::State::handle_frame(Connection& c) {
+  std::string key = c.body.substr(0, c.header.key_len);
+  if (!c.authenticated) {
+    if (c.header.type != kHello) return refuse(c, "no secret presented");
+    if (!net::constant_time_equal(secret, c.body.substr(c.header.key_len))) return refuse(c, "bad secret");
+    c.authenticated = true;
+    reply(c, kStatusOk, "");
+    return flush(c);
+  }
+  switch (c.header.type) {
+    case kSet:
+      values[key] = c.body.substr(c.header.key_len);
+      reply(c, kStatusOk, "");
+      flush(c);
+      wake_waiters(key);
+      return;
+    case kGet: {
+      auto found = values.find(key);
+      if (found != values.end()) {
+        reply(c, kStatusValue, found->second);
+        return flush(c);
+      }
+      if (c.header.timeout_ms == 0) {
+        reply(c, kStatusNotFound, "");
+        return flush(c);
+      }
+      c.waiting = true;
+      c.waiting_key = key;
+      c.waiting_deadline = net::Clock::now() + std::chrono::milliseconds(c.header.timeout_ms);
+      return;
+    }
+    default:
+      return drop(c, fmt::format("unknown request type {}", static_cast<int>(c.header.type)));
+  }
+}
+
+void Server::State::wake_waiters(const std::string& key) {
+  const std::string& value = values[key];
+  for (auto& other : connections) {
+    if (other.fd && other.waiting && other.waiting_key == key) {
+      other.waiting = false;
+      reply(other, kStatusValue, value);
+      flush(other);
+    }
+  }
+}
+
+void Server::State::flush(Connection& c) {
+  while (!c.output.empty()) {
+    ssize_t sent = ::send(c.fd.get(), c.output.data(), c.output.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) c.fd.reset();
+      return;
+    }
+    c.output.erase(0, static_cast<std::size_t>(sent));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Client::Client(const std::string& host, std::uint16_t port, const std::string& secret, Duration connect_timeout)
+    : server_(fmt::format("{}:{}", host, port)) {
+  if (secret.size() > kMaxSecretBytes)
+    throw StoreError(fmt::format("store secret of {} bytes exceeds the maximum {}", secret.size(), kMaxSecretBytes));
+  try {
+    fd_ = net::connect_tcp(host, port, net::Clock::now() + connect_timeout);
+  } catch (const net::NetError& e) {
+    throw StoreError(fmt::format("rendezvous store {}: {}", server_, e.what()));
+  }
+  try {
+    Bytes ignored;
+    request(kHello, "", secret, 0, &ignored);
+  } catch (const StoreError& e) {
+    throw StoreError(fmt::format("rendezvous store {} refused this client (is RINGRUN_JOB_SECRET the job's?): {}",
+                                 server_, e.what()));
+  }
+}
+
+Client::Reply Client::request(unsigned char type, const std::string& key, const Bytes& value,
+                              std::uint32_t timeout_ms, Bytes* reply_value) {
+  if (key.size() > kMaxKeyBytes)
+    throw StoreError(fmt::format("store key of {} bytes exceeds the maximum {}", key.size(), kMaxKeyBytes));
+  if (value.size() > kMaxValueBytes)
+    throw StoreError(fmt::format("store value for '{}' of {} bytes exceeds the maximum {}", key, value.size(),
+                                 kMaxValueBytes));
+  Header h;
+  h.type = type;
+  h.key_len = static_cast<std::uint16_t>(key.size());
+  h.value_len = static_cast<std::uint32_t>(value.size());
+  h.timeout_ms = timeout_ms;
+  // The server answers a GET at its own deadline; allow generous slack for the round trip.
+  auto deadline = net::Clock::now() + std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(30);
+  try {
+    std::string out = frame(h, key, value);
+    net::write_all(fd_.get(), out.data(), out.size(), deadline, "the store " + server_);
+    unsigned char head[kHeaderBytes];
+    net::read_exact(fd_.get(), head, sizeof head, deadline, "the store " + server_);
+    Header answer;
+    std::string error = decode(head, true, &answer);
+    if (!error.empty() || answer.type != kReply || answer.key_len != 0)
+      throw StoreError(fmt::format("the store {} sent a malformed reply{}", server_, error.empty() ? "" : ": " + error));
+    reply_value->assign(answer.value_len, '\0');
+    net::read_exact(fd_.get(), reply_value->data(), answer.value_len, deadline, "the store " + server_);
+    switch (answer.status) {
+      case kStatusOk: return Reply::kOk;
+      case kStatusValue: return Reply::kValue;
+      case kStatusNotFound: return Reply::kNotFound;
+      default: throw StoreError(fmt::format("the store {} answered with an error", server_));
+    }
+  } catch (const net::NetError& e) {
+    throw StoreError(e.what());
+  }
+}
+
+void Client::set(const std::string& key, const Bytes& value) {
+  Bytes ignored;
+  request(kSet, key, value, 0, &ignored);
+}
+
+std::optional<Bytes> Client::try_get(const std::string& key) {
+  Bytes value;
+  if (request(kGet, key, "", 0, &value) == Reply::kValue) return value;
+  return std::nullopt;
+}
+
+Bytes Client::get(const std::string& key, Duration timeout) {
+  Bytes value;
+  auto ms = std::max<long long>(1, timeout.count());
+  if (request(kGet, key, "", static_cast<std::uint32_t>(std::min<long long>(ms, 0x7fffffff)), &value) == Reply::kValue)
+    return value;
+  throw StoreTimeout(fmt::format("key '{}' was not set within {} ms", key, timeout.count()), {key});
+}
+
+std::vector<Bytes> Client::wait(const std::vector<std::string>& keys, Duration timeout) {
+  auto deadline = net::Clock::now() + timeout;
+  std::vector<Bytes> values(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto left = std::chrono::duration_cast<Duration>(deadline - net::Clock::now());
+    Bytes value;
+    Reply reply = request(kGet, keys[i], "", static_cast<std::uint32_t>(std::max<long long>(0, left.count())), &value);
+    if (reply == Reply::kValue) {
+      values[i] = std::move(value);
+      continue;
+    }
+    // Out of time: name every key still missing, not just the first.
+    std::vector<std::string> missing;
+    for (std::size_t j = i; j < keys.size(); ++j)
+      if (!try_get(keys[j])) missing.push_back(keys[j]);
+    throw StoreTimeout(fmt::format("{} of {} keys were not set within {} ms", missing.size(), keys.size(),
+                                   timeout.count()),
+                       std::move(missing));
+  }
+  return values;
+}
+
+sockaddr_in Client::local_address() const { return net::local_address(fd_.get()); }
+
+}  // namespace ringrun::store
