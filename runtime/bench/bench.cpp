@@ -1,0 +1,578 @@
+// ringrun-bench: nccl-tests style sweep of ringrun's collectives, with a peer library (Open MPI or
+// Gloo) timed on the same ranks and buffers in the same run, alternating sample by sample so both
+// see the same machine state. Output as in shared/design.md, "Benchmark output"; RESULTS.md holds
+// the runs. See README.md beside this file for the method.
+#include "check.hpp"
+#include "dtype.hpp"
+#include "peer.hpp"
+
+#include <ringrun/ringrun.h>
+
+#ifdef RINGRUN_BENCH_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringrun::bench {
+
+std::string_view collective_name(Collective collective) {
+  switch (collective) {
+    case Collective::allreduce: return "allreduce";
+    case Collective::broadcast: return "broadcast";
+    case Collective::allgather: return "allgather";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kMemcpyBytes = 64 * kMiB;
+constexpr std::size_t kMemcpyFracMinBytes = 16 * kMiB;  // memcpy_frac is shown from this size on
+
+struct Options {
+  std::vector<Collective> collectives;
+  std::size_t min_bytes = 4;
+  std::size_t max_bytes = 256 * kMiB;
+  std::size_t step_factor = 4;
+  int iters = 11;          // timed samples per size and library
+  int warmup = -1;         // ops before timing; -1: 50 below 1 MiB, 5 up to 16 MiB, 2 above
+  double sample_ms = 25;   // each sample runs k back-to-back ops, k chosen to take about this long
+  ringrun_dtype dtype = RINGRUN_FLOAT32;
+  ringrun_op op = RINGRUN_SUM;
+  std::string peer = "auto";
+  bool check = false;
+  bool json = false;
+};
+
+bool mpi_initialized = false;
+
+[[noreturn]] void fail(const std::string &message) {
+  std::fprintf(stderr, "ringrun-bench: %s\n", message.c_str());
+  std::fflush(stderr);
+#ifdef RINGRUN_BENCH_HAVE_MPI
+  if (mpi_initialized) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+  std::exit(1);
+}
+
+void check_rc(int rc, std::string_view what) {
+  if (rc != 0) fail(fmt::format("{} failed ({}): {}", what, rc, ringrun_last_error()));
+}
+
+// Rank as the launcher set it, before any library is initialised: only rank 0 prints usage errors.
+int launcher_rank() {
+  for (const char *name : {"RINGRUN_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (const char *value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+// "4", "64K", "256M", "1G" (binary units, as nccl-tests reads them).
+std::optional<std::size_t> parse_bytes(const std::string &text) {
+  if (text.empty()) return std::nullopt;
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) return std::nullopt;
+  std::size_t value = std::stoull(text.substr(0, digits));
+  const std::string suffix = text.substr(digits);
+  if (suffix.empty() || suffix == "B") return value;
+  if (suffix == "K" || suffix == "KiB" || suffix == "k") return value << 10;
+  if (suffix == "M" || suffix == "MiB") return value << 20;
+  if (suffix == "G" || suffix == "GiB") return value << 30;
+  return std::nullopt;
+}
+
+// Returns the exit code when the process should stop (help or a usage error), else nullopt.
+std::optional<int> parse_options(int argc, char **argv, Options &options) {
+  CLI::App app{"ringrun-bench: ringrun's collectives against Open MPI or Gloo on the same ranks.\n"
+               "Run under a launcher, e.g. `mpirun --allow-run-as-root -np 2 --bind-to core "
+               "build/bin/ringrun-bench`."};
+  std::string collective = "allreduce", min_bytes = "4", max_bytes = "256M", dtype = "float32", op = "sum";
+  app.add_option("--collective", collective, "allreduce, broadcast, allgather or all")
+      ->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "all"}))
+      ->capture_default_str();
+  app.add_option("-b,--min-bytes", min_bytes, "smallest message (4, 64K, 1M, ...)")->capture_default_str();
+  app.add_option("-e,--max-bytes", max_bytes, "largest message")->capture_default_str();
+  app.add_option("-f,--step-factor", options.step_factor, "size multiplier between rows")
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("-n,--iters", options.iters, "timed samples per size and library (median reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("-w,--warmup", options.warmup,
+                 "warm-up ops per size and library; default 50 below 1 MiB, 5 up to 16 MiB, 2 above")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--sample-ms", options.sample_ms, "target length of one sample (k ops back to back)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
+  app.add_option("-d,--dtype", dtype, "float32 float64 float16 bfloat16 int32 int64 uint8")->capture_default_str();
+  app.add_option("-o,--op", op, "sum avg min max prod (allreduce)")->capture_default_str();
+  app.add_option("--peer", options.peer,
+                 "mpi (needs mpirun), gloo, none; auto = mpi under mpirun, else gloo, else none")
+      ->check(CLI::IsMember({"auto", "mpi", "gloo", "none"}))
+      ->capture_default_str();
+  app.add_flag("-c,--check", options.check, "verify ringrun's results; the wrong column counts wrong elements");
+  app.add_flag("--json", options.json, "print one JSON array of row objects instead of the table");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &error) {
+    if (launcher_rank() != 0) return error.get_exit_code() == 0 ? 0 : 2;
+    const int code = app.exit(error);
+    return code == 0 ? 0 : 2;
+  }
+
+  auto usage_error = [](const std::string &message) -> std::optional<int> {
+    if (launcher_rank() == 0) std::fprintf(stderr, "ringrun-bench: %s\n", message.c_str());
+    return 2;
+  };
+  if (collective == "all") {
+    options.collectives = {Collective::allreduce, Collective::broadcast, Collective::allgather};
+  } else if (collective == "broadcast") {
+    options.collectives = {Collective::broadcast};
+  } else if (collective == "allgather") {
+    options.collectives = {Collective::allgather};
+  } else {
+    options.collectives = {Collective::allreduce};
+  }
+  const auto min = parse_bytes(min_bytes), max = parse_bytes(max_bytes);
+  if (!min || *min == 0) return usage_error(fmt::format("--min-bytes '{}': expected a positive size like 4, 64K or 1M", min_bytes));
+  if (!max || *max == 0) return usage_error(fmt::format("--max-bytes '{}': expected a positive size like 1M or 256M", max_bytes));
+  if (*min > *max) return usage_error(fmt::format("--min-bytes {} is above --max-bytes {}: swap them", min_bytes, max_bytes));
+  options.min_bytes = *min;
+  options.max_bytes = *max;
+  const auto parsed_dtype = parse_dtype(dtype);
+  if (!parsed_dtype) return usage_error(fmt::format("--dtype '{}': use float32, float64, float16, bfloat16, int32, int64 or uint8", dtype));
+  options.dtype = *parsed_dtype;
+  const auto parsed_op = parse_op(op);
+  if (!parsed_op) return usage_error(fmt::format("--op '{}': use sum, avg, min, max or prod", op));
+  options.op = *parsed_op;
+
+  if (options.peer == "auto") {
+#if defined(RINGRUN_BENCH_HAVE_MPI)
+    if (started_by_mpirun()) options.peer = "mpi";
+#endif
+#if defined(RINGRUN_BENCH_HAVE_GLOO)
+    if (options.peer == "auto") options.peer = "gloo";
+#endif
+    if (options.peer == "auto") options.peer = "none";
+  }
+#ifndef RINGRUN_BENCH_HAVE_MPI
+  if (options.peer == "mpi") return usage_error("--peer mpi: this build has no MPI (install libopenmpi-dev and reconfigure), or use --peer gloo|none");
+#else
+  if (options.peer == "mpi" && !started_by_mpirun())
+    return usage_error("--peer mpi needs Open MPI's mpirun: run `mpirun --allow-run-as-root -np 2 build/bin/ringrun-bench`, or pass --peer gloo|none");
+#endif
+#ifndef RINGRUN_BENCH_HAVE_GLOO
+  if (options.peer == "gloo") return usage_error("--peer gloo: this build has no Gloo (install libgloo-dev and reconfigure), or use --peer mpi|none");
+#endif
+  return std::nullopt;
+}
+
+// Page-aligned memory, touched once so page faults stay out of the timings.
+class Buffer {
+ public:
+  explicit Buffer(std::size_t bytes) : bytes_(std::max<std::size_t>(bytes, 64)) {
+    const std::size_t rounded = (bytes_ + 4095) / 4096 * 4096;
+    data_ = static_cast<std::byte *>(std::aligned_alloc(4096, rounded));
+    if (data_ == nullptr) fail(fmt::format("cannot allocate {} bytes: lower --max-bytes", bytes_));
+    std::memset(data_, 0, rounded);
+  }
+  ~Buffer() { std::free(data_); }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  std::byte *data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  std::byte *data_;
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+// Element-wise maximum over ranks, in place (a sample lasts as long as its slowest rank).
+void max_over_ranks(std::vector<double> &values) {
+  check_rc(ringrun_allreduce(values.data(), values.data(), values.size(), RINGRUN_FLOAT64, RINGRUN_MAX),
+           "ringrun_allreduce (max of the timings)");
+}
+
+std::size_t sum_over_ranks(std::size_t value) {
+  std::int64_t total = static_cast<std::int64_t>(value);
+  check_rc(ringrun_allreduce(&total, &total, 1, RINGRUN_INT64, RINGRUN_SUM),
+           "ringrun_allreduce (sum of the wrong counts)");
+  return static_cast<std::size_t>(total);
+}
+
+// Single-core memcpy bandwidth in GB/s: rank 0 copies 64 MiB (3 warm-ups, median of 20) while the
+// other ranks wait in a barrier. The ceiling a one-thread-per-rank allreduce can reach.
+double measure_memcpy_GBps(int rank) {
+  check_rc(ringrun_barrier(), "ringrun_barrier");
+  double result = 0;
+  if (rank == 0) {
+    Buffer source(kMemcpyBytes), destination(kMemcpyBytes);
+    std::memset(source.data(), 1, kMemcpyBytes);
+    std::vector<double> seconds;
+    for (int rep = 0; rep < 23; ++rep) {
+      const auto start = Clock::now();
+      std::memcpy(destination.data(), source.data(), kMemcpyBytes);
+      asm volatile("" ::: "memory");  // the copy happens, whatever the optimiser thinks
+      const double elapsed = seconds_since(start);
+      if (rep >= 3) seconds.push_back(elapsed);
+    }
+    result = static_cast<double>(kMemcpyBytes) / median(seconds) / 1e9;
+  }
+  check_rc(ringrun_broadcast(&result, 1, RINGRUN_FLOAT64, 0), "ringrun_broadcast (memcpy result)");
+  return result;
+}
+
+int ringrun_run(const CollectiveCall &call) {
+  switch (call.collective) {
+    case Collective::allreduce: return ringrun_allreduce(call.send, call.recv, call.count, call.dtype, call.op);
+    case Collective::broadcast: return ringrun_broadcast(call.recv, call.count, call.dtype, call.root);
+    case Collective::allgather: return ringrun_allgather(call.send, call.count, call.dtype, call.recv);
+  }
+  return RINGRUN_ERR_INVALID_ARGUMENT;
+}
+
+std::string ringrun_what(const CollectiveCall &call) {
+  return fmt::format("ringrun_{} of {} x {}", collective_name(call.collective), call.count, dtype_name(call.dtype));
+}
+
+// The factor nccl-tests applies to algbw so that busbw compares with link bandwidth.
+double busbw_factor(Collective collective, int ranks) {
+  switch (collective) {
+    case Collective::allreduce: return 2.0 * (ranks - 1) / ranks;
+    case Collective::broadcast: return 1.0;
+    case Collective::allgather: return static_cast<double>(ranks - 1) / ranks;
+  }
+  return 1.0;
+}
+
+struct Row {
+  Collective collective{};
+  std::size_t size = 0;   // bytes: the message (allgather: the gathered result, as nccl-tests)
+  std::size_t count = 0;  // elements of that message
+  double time_us = 0, algbw_GBps = 0, busbw_GBps = 0;
+  std::optional<std::size_t> wrong;
+  std::optional<double> peer_time_us, peer_busbw_GBps, ratio, memcpy_frac;
+};
+
+// Times `k` back-to-back runs of `run_once` after `barrier`, per op in seconds, on this rank.
+template <typename Barrier, typename RunOnce>
+double time_sample(Barrier &&barrier, RunOnce &&run_once, int k) {
+  barrier();
+  const auto start = Clock::now();
+  for (int i = 0; i < k; ++i) run_once();
+  return seconds_since(start) / k;
+}
+
+// Ops per sample so that one sample takes about `sample_ms`, the same on every rank.
+int ops_per_sample(double seconds_per_op, double sample_ms) {
+  std::vector<double> probe{seconds_per_op};
+  max_over_ranks(probe);
+  const double k = std::floor(sample_ms / 1e3 / std::max(probe[0], 1e-9));
+  return static_cast<int>(std::clamp(k, 1.0, 100000.0));
+}
+
+int default_warmup(std::size_t bytes) {
+  if (bytes < kMiB) return 50;
+  if (bytes <= 16 * kMiB) return 5;
+  return 2;
+}
+
+struct Context {
+  explicit Context(const Options &options_in) : options(options_in) {}
+  const Options &options;
+  int rank = 0;
+  int ranks = 1;
+  Peer *peer = nullptr;
+  std::string peer_name;
+  double memcpy_GBps = 0;
+};
+
+void print_header(const Context &context, Collective collective, const std::string &peer_description) {
+  const auto &options = context.options;
+  fmt::print("# ringrun-bench {}: {} ranks, dtype {}, op {}, {} samples per size (median of the slowest rank), "
+             "sizes {}..{} x{}\n",
+             collective_name(collective), context.ranks, dtype_name(options.dtype),
+             collective == Collective::allreduce ? op_name(options.op) : "none", options.iters,
+             options.min_bytes, options.max_bytes, options.step_factor);
+  fmt::print("# peer: {}\n", peer_description);
+  fmt::print("# memcpy_1core_GBps {:.2f} (64 MiB glibc memcpy on rank 0, median of 20); memcpy_frac = "
+             "busbw / memcpy_1core_GBps, shown from 16 MiB\n",
+             context.memcpy_GBps);
+  fmt::print("#{:>11} {:>11} {:>8} {:>4} {:>11} {:>10} {:>10} {:>6} {:>12} {:>15} {:>6} {:>11}\n", "size",
+             "count", "type", "op", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "peer_time_us",
+             "peer_busbw_GBps", "ratio", "memcpy_frac");
+  std::fflush(stdout);
+}
+
+std::string or_dash(const std::optional<double> &value, int decimals) {
+  return value && std::isfinite(*value) ? fmt::format("{:.{}f}", *value, decimals) : "-";
+}
+
+void print_row(const Context &context, const Row &row) {
+  const char *op = row.collective == Collective::allreduce ? op_name(context.options.op).data() : "none";
+  fmt::print("{:>12} {:>11} {:>8} {:>4} {:>11.2f} {:>10.3f} {:>10.3f} {:>6} {:>12} {:>15} {:>6} {:>11}\n",
+             row.size, row.count, dtype_name(context.options.dtype), op, row.time_us, row.algbw_GBps,
+             row.busbw_GBps, row.wrong ? fmt::format("{}", *row.wrong) : "-", or_dash(row.peer_time_us, 2),
+             or_dash(row.peer_busbw_GBps, 3), or_dash(row.ratio, 2), or_dash(row.memcpy_frac, 2));
+  std::fflush(stdout);
+}
+
+std::string json_number(const std::optional<double> &value) {
+  return value && std::isfinite(*value) ? fmt::format("{}", *value) : "null";
+}
+
+std::string row_json(const Context &context, const Row &row) {
+  const bool reduces = row.collective == Collective::allreduce;
+  return fmt::format(
+      "{{\"collective\": \"{}\", \"size\": {}, \"count\": {}, \"type\": \"{}\", \"op\": \"{}\", "
+      "\"ranks\": {}, \"time_us\": {}, \"algbw_GBps\": {}, \"busbw_GBps\": {}, \"wrong\": {}, "
+      "\"peer\": {}, \"peer_time_us\": {}, \"peer_busbw_GBps\": {}, \"ratio\": {}, "
+      "\"memcpy_GBps\": {}, \"memcpy_frac\": {}}}",
+      collective_name(row.collective), row.size, row.count, dtype_name(context.options.dtype),
+      reduces ? op_name(context.options.op) : "none", context.ranks, json_number(row.time_us),
+      json_number(row.algbw_GBps), json_number(row.busbw_GBps),
+      row.wrong ? fmt::format("{}", *row.wrong) : "null",
+      context.peer ? fmt::format("\"{}\"", context.peer_name) : "null", json_number(row.peer_time_us),
+      json_number(row.peer_busbw_GBps), json_number(row.ratio), json_number(context.memcpy_GBps),
+      json_number(row.memcpy_frac));
+}
+
+// Sizes of the sweep for one collective, with the element count per rank each needs.
+std::vector<std::pair<std::size_t, std::size_t>> sweep(const Options &options, Collective collective, int ranks) {
+  const std::size_t element = dtype_bytes(options.dtype);
+  const std::size_t ranks_in_message = collective == Collective::allgather ? static_cast<std::size_t>(ranks) : 1;
+  std::vector<std::pair<std::size_t, std::size_t>> sizes;  // (message bytes, count per rank)
+  for (std::size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= options.step_factor) {
+    const std::size_t per_rank = std::max<std::size_t>(1, bytes / (element * ranks_in_message));
+    const std::size_t message = per_rank * element * ranks_in_message;
+    if (sizes.empty() || sizes.back().first != message) sizes.emplace_back(message, per_rank);
+    if (bytes > options.max_bytes / options.step_factor) break;
+  }
+  return sizes;
+}
+
+void run_collective(const Context &context, Collective collective, std::vector<std::string> &json_rows) {
+  const Options &options = context.options;
+  const auto sizes = sweep(options, collective, context.ranks);
+  if (sizes.empty()) return;
+  const std::size_t element = dtype_bytes(options.dtype);
+  const std::size_t max_count = sizes.back().second;
+  const std::size_t recv_count = collective == Collective::allgather ? max_count * context.ranks : max_count;
+
+  // Persistent buffers at the largest size; every row uses their prefix, ringrun and peer alike.
+  Buffer send(collective == Collective::broadcast ? 0 : max_count * element);
+  Buffer recv(recv_count * element);
+  const ringrun_op fill_op = collective == Collective::allreduce ? options.op : RINGRUN_SUM;
+  if (collective != Collective::broadcast) fill_inputs(send.data(), max_count, options.dtype, context.rank, fill_op);
+  if (collective == Collective::broadcast && context.rank == 0)
+    fill_inputs(recv.data(), max_count, options.dtype, 0, RINGRUN_SUM);
+
+  std::string peer_description = "none (--peer none)";
+  if (context.peer) {
+    peer_description = context.peer->description(collective);
+    std::string why_not;
+    CollectiveCall probe{collective, send.data(), recv.data(), 1, options.dtype, options.op, 0};
+    if (!context.peer->prepare(probe, why_not)) peer_description += fmt::format(" - not measured: {}", why_not);
+  }
+  if (context.rank == 0 && !options.json) print_header(context, collective, peer_description);
+
+  for (const auto &[bytes, count] : sizes) {
+    const CollectiveCall call{collective, send.data(), recv.data(), count, options.dtype, options.op, 0};
+    Row row;
+    row.collective = collective;
+    row.size = bytes;
+    row.count = collective == Collective::allgather ? count * context.ranks : count;
+
+    if (options.check) {
+      // Results land in zeroed memory (every input is >= 1), except the broadcast root's own data.
+      if (!(collective == Collective::broadcast && context.rank == call.root))
+        std::memset(recv.data(), 0, (collective == Collective::allgather ? count * context.ranks : count) * element);
+      check_rc(ringrun_run(call), ringrun_what(call));
+      std::size_t wrong = 0;
+      switch (collective) {
+        case Collective::allreduce:
+          wrong = count_wrong_allreduce(recv.data(), count, options.dtype, options.op, context.ranks);
+          break;
+        case Collective::broadcast: wrong = count_wrong_broadcast(recv.data(), count, options.dtype, call.root); break;
+        case Collective::allgather: wrong = count_wrong_allgather(recv.data(), count, options.dtype, context.ranks); break;
+      }
+      row.wrong = sum_over_ranks(wrong);
+    }
+
+    std::string why_not;
+    std::function<void()> peer_run = context.peer ? context.peer->prepare(call, why_not) : std::function<void()>{};
+    auto run_ringrun = [&call] { check_rc(ringrun_run(call), ringrun_what(call)); };
+    auto ringrun_barrier_or_fail = [] { check_rc(ringrun_barrier(), "ringrun_barrier"); };
+    auto peer_barrier = [&context] { context.peer->barrier(); };
+
+    const int warmup = options.warmup >= 0 ? options.warmup : default_warmup(bytes);
+    for (int i = 0; i < warmup; ++i) run_ringrun();
+    const int ringrun_k = ops_per_sample(time_sample(ringrun_barrier_or_fail, run_ringrun, 1), options.sample_ms);
+    int peer_k = 0;
+    if (peer_run) {
+      for (int i = 0; i < warmup; ++i) peer_run();
+      peer_k = ops_per_sample(time_sample(peer_barrier, peer_run, 1), options.sample_ms);
+    }
+
+    // Alternate ringrun and peer samples so that both see the same machine state.
+    std::vector<double> ringrun_seconds, peer_seconds;
+    for (int sample = 0; sample < options.iters; ++sample) {
+      ringrun_seconds.push_back(time_sample(ringrun_barrier_or_fail, run_ringrun, ringrun_k));
+      if (peer_run) peer_seconds.push_back(time_sample(peer_barrier, peer_run, peer_k));
+    }
+    max_over_ranks(ringrun_seconds);
+    const double seconds = median(ringrun_seconds);
+    const double factor = busbw_factor(collective, context.ranks);
+    row.time_us = seconds * 1e6;
+    row.algbw_GBps = static_cast<double>(bytes) / seconds / 1e9;
+    row.busbw_GBps = row.algbw_GBps * factor;
+    if (peer_run) {
+      max_over_ranks(peer_seconds);
+      const double peer_seconds_median = median(peer_seconds);
+      row.peer_time_us = peer_seconds_median * 1e6;
+      row.peer_busbw_GBps = static_cast<double>(bytes) / peer_seconds_median / 1e9 * factor;
+      if (*row.peer_busbw_GBps > 0) row.ratio = row.busbw_GBps / *row.peer_busbw_GBps;
+    }
+    if (bytes >= kMemcpyFracMinBytes && context.memcpy_GBps > 0) row.memcpy_frac = row.busbw_GBps / context.memcpy_GBps;
+
+    if (context.rank == 0) {
+      if (options.json) {
+        json_rows.push_back(row_json(context, row));
+      } else {
+        print_row(context, row);
+      }
+    }
+  }
+}
+
+int cpus_bound() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
+#ifdef RINGRUN_BENCH_HAVE_GLOO
+// Rank 0 makes the FileStore directory and tells the others its name through ringrun_broadcast.
+std::unique_ptr<Peer> connect_gloo(int rank, int ranks) {
+  std::vector<char> directory(4096, '\0');
+  if (rank == 0) {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern = fmt::format("{}/ringrun-bench-gloo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    std::copy(pattern.begin(), pattern.end(), directory.begin());
+    if (mkdtemp(directory.data()) == nullptr)
+      fail(fmt::format("cannot create the Gloo store directory {}: {} (set TMPDIR to a writable directory)",
+                       pattern, std::strerror(errno)));
+  }
+  check_rc(ringrun_broadcast(directory.data(), directory.size(), RINGRUN_UINT8, 0),
+           "ringrun_broadcast (Gloo store directory)");
+  std::unique_ptr<Peer> peer;
+  try {
+    peer = make_gloo_peer(rank, ranks, directory.data());
+  } catch (const std::exception &error) {
+    fail(fmt::format("Gloo could not connect over 127.0.0.1 through {}: {} (all ranks must share this "
+                     "host's /tmp; or use --peer mpi|none)",
+                     directory.data(), error.what()));
+  }
+  check_rc(ringrun_barrier(), "ringrun_barrier");
+  if (rank == 0) std::filesystem::remove_all(directory.data());
+  return peer;
+}
+#endif
+
+int run(int argc, char **argv) {
+  Options options;
+  if (const auto exit_code = parse_options(argc, argv, options)) return *exit_code;
+
+#ifdef RINGRUN_BENCH_HAVE_MPI
+  if (options.peer == "mpi") {
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) fail("MPI_Init failed: start the benchmark with mpirun, or pass --peer gloo|none");
+    mpi_initialized = true;
+  }
+#endif
+  if (const int rc = ringrun_init(); rc != 0)
+    fail(fmt::format("ringrun_init failed ({}): {} (start it with `ringrun -np 2 build/bin/ringrun-bench` or "
+                     "`mpirun --allow-run-as-root -np 2 build/bin/ringrun-bench`)",
+                     rc, ringrun_last_error()));
+  Context context{options};
+  context.rank = ringrun_rank();
+  context.ranks = ringrun_size();
+  context.peer_name = options.peer;
+
+  std::unique_ptr<Peer> peer;
+#ifdef RINGRUN_BENCH_HAVE_MPI
+  if (options.peer == "mpi") {
+    int mpi_size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+    if (mpi_size != context.ranks)
+      fail(fmt::format("MPI has {} ranks but ringrun has {}: start both from the same mpirun", mpi_size, context.ranks));
+    peer = make_mpi_peer();
+  }
+#endif
+#ifdef RINGRUN_BENCH_HAVE_GLOO
+  if (options.peer == "gloo") peer = connect_gloo(context.rank, context.ranks);
+#endif
+  context.peer = peer.get();
+  context.memcpy_GBps = measure_memcpy_GBps(context.rank);
+
+  if (context.rank == 0 && !options.json) {
+    const int cpus = cpus_bound();
+    fmt::print("# rank 0 may run on {} cpu(s) of {} online\n", cpus, sysconf(_SC_NPROCESSORS_ONLN));
+    if (options.peer == "gloo" && cpus == 1)
+      fmt::print("# note: rank 0 is bound to one cpu, which Gloo's tcp loop thread shares; start with "
+                 "--bind-to none for Gloo's best\n");
+  }
+  std::vector<std::string> json_rows;
+  for (const Collective collective : options.collectives) run_collective(context, collective, json_rows);
+  if (context.rank == 0 && options.json) {
+    fmt::print("[\n");
+    for (std::size_t i = 0; i < json_rows.size(); ++i)
+      fmt::print("  {}{}\n", json_rows[i], i + 1 < json_rows.size() ? "," : "");
+    fmt::print("]\n");
+  }
+
+  peer.reset();
+  check_rc(ringrun_finalize(), "ringrun_finalize");
+#ifdef RINGRUN_BENCH_HAVE_MPI
+  if (mpi_initialized) MPI_Finalize();
+#endif
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringrun::bench
+
+int main(int argc, char **argv) { return ringrun::bench::run(argc, argv); }
