@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -201,7 +202,8 @@ class Reader {
       proto.local_cpus = to_pus(cpus.get());
       if (!names || names->empty()) {
         const char* model = hwloc_obj_get_info_by_name(pci, "PCIDevice");
-        proto.name = model ? model : "";
+        proto.name = model ? std::string(model)
+                           : fmt::format("{:04x}:{:04x}", pci->attr->pcidev.vendor_id, pci->attr->pcidev.device_id);
         t.gpus.push_back(proto);
         gpu_objects_.push_back(pci);
         continue;
@@ -361,6 +363,31 @@ TopologyHandle make_topology(const std::string& what) {
   return topo;
 }
 
+// Why hwloc refused a file, when it can be told from the first bytes (hwloc itself only says
+// EINVAL unless HWLOC_XML_VERBOSE is set).
+std::string rejection_reason(const std::string& path) {
+  std::ifstream in(path);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  const size_t topology = head.find("<topology");
+  if (topology == std::string::npos) {
+    if (head.find("<system") != std::string::npos) {
+      return "it is an NCCL topology file (NCCL_TOPO_FILE), not an hwloc export; give 'lstopo --of xml' output";
+    }
+    return "no <topology> element, not an hwloc XML export; give 'lstopo --of xml' output";
+  }
+  const size_t version = head.find("version=\"", topology);
+  if (version != std::string::npos && version < head.find('>', topology)) {
+    const int major = std::atoi(head.c_str() + version + 9);
+    if (major > 2) {
+      return fmt::format("hwloc XML version {} is newer than this hwloc {}.x reads; export it with hwloc 2.x",
+                         head.substr(version + 9, head.find('"', version + 9) - version - 9), HWLOC_API_VERSION >> 16);
+    }
+  }
+  return fmt::format("{}; run 'lstopo --input {} --of console' to see hwloc's details", std::strerror(EINVAL), path);
+}
+
 }  // namespace
 
 Topology load_live() {
@@ -383,14 +410,8 @@ Topology load_xml(const std::string& path) {
   // Not this system: the XML's own allowed cpuset decides what is usable, and disallowed PUs stay
   // in the tree so cores are whole; Reader intersects with the XML's allowed cpuset itself.
   hwloc_topology_set_flags(topo.get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
-  if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0) {
-    throw TopologyError(fmt::format("ringrun: --topology '{}': hwloc rejects it: {} (run 'lstopo --input {} "
-                                    "--of console' for details)", path, std::strerror(errno), path));
-  }
-  if (hwloc_topology_load(topo.get()) != 0) {
-    throw TopologyError(fmt::format("ringrun: --topology '{}': hwloc rejects it: {} (is it an hwloc 1.x/2.x XML "
-                                    "export? hwloc 3.0 files and NCCL topology files are not)", path,
-                                    std::strerror(errno)));
+  if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0 || hwloc_topology_load(topo.get()) != 0) {
+    throw TopologyError(fmt::format("ringrun: --topology '{}': hwloc rejects it: {}", path, rejection_reason(path)));
   }
   return Reader(topo.get()).read(path);
 }

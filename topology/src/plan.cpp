@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 
+#include "nic_choice.hpp"
 #include "ringrun/topology.hpp"
 
 namespace ringrun::topology {
@@ -135,9 +136,9 @@ void plan_gpu_cores(const Topology& topo, const NodeOptions& options, std::vecto
     for (int pass = 0; pass < 2 && pool.size() < ranks.size(); ++pass) {
       for (size_t c = 0; c < topo.cores.size() && pool.size() < ranks.size(); ++c) {
         const bool same_package = packages.count(topo.cores[c].package) > 0;
-        if (!taken[c] && !gpu_numas.count(topo.cores[c].numa) && (pass == 1 || same_package) &&
-            std::find(pool.begin(), pool.end(), c) == pool.end()) {
+        if (!taken[c] && !gpu_numas.count(topo.cores[c].numa) && (pass == 1 || same_package)) {
           pool.push_back(c);
+          taken[c] = true;  // borrowed: not again in the second pass nor by another group
         }
       }
     }
@@ -147,39 +148,30 @@ void plan_gpu_cores(const Topology& topo, const NodeOptions& options, std::vecto
   }
 }
 
-bool usable(const Nic& nic) {
-  if (nic.kind == "infiniband" || nic.kind == "efa") return nic.ports.empty() || first_active_port(nic).has_value();
-  return true;
+int numa_of_pu(const Topology& topo, unsigned pu) {
+  for (const auto& core : topo.cores) {
+    if (std::find(core.pus.begin(), core.pus.end(), pu) != core.pus.end()) return core.numa;
+  }
+  return -1;
 }
 
 void plan_nics(const Topology& topo, std::vector<LocalSlot>& slots) {
-  // Fabric NICs (InfiniBand/RoCE, EFA, Slingshot) with a working port; Ethernet only when there is
-  // no fabric. A NIC whose ports are all down carries nothing.
-  std::vector<size_t> candidates;
-  for (size_t n = 0; n < topo.nics.size(); ++n) {
-    if (topo.nics[n].kind != "ethernet" && usable(topo.nics[n])) candidates.push_back(n);
-  }
-  if (candidates.empty()) {
-    for (size_t n = 0; n < topo.nics.size(); ++n) {
-      if (topo.nics[n].kind == "ethernet") candidates.push_back(n);
-    }
-  }
+  const std::vector<size_t> candidates = nic_candidates(topo);
   if (candidates.empty()) return;
   std::vector<int> uses(topo.nics.size(), 0);
   for (auto& slot : slots) {
     // Rank of each candidate: distance class for a GPU rank; for a CPU-only rank 0 when the NIC
     // is on the NUMA node of the rank's first core, else 1.
+    const bool by_gpu = slot.gpu_index && static_cast<size_t>(*slot.gpu_index) < topo.nic_distance.size();
+    int numa = -1;
+    if (!by_gpu && !slot.cpus.empty()) numa = numa_of_pu(topo, slot.cpus.front());
     std::vector<int> rank_of(topo.nics.size(), std::numeric_limits<int>::max());
     int best = std::numeric_limits<int>::max();
     for (size_t n : candidates) {
       int d = 0;
-      if (slot.gpu_index && static_cast<size_t>(*slot.gpu_index) < topo.nic_distance.size()) {
+      if (by_gpu) {
         d = static_cast<int>(topo.nic_distance[static_cast<size_t>(*slot.gpu_index)][n]);
       } else if (!slot.cpus.empty()) {
-        int numa = -1;
-        for (const auto& core : topo.cores) {
-          if (std::find(core.pus.begin(), core.pus.end(), slot.cpus.front()) != core.pus.end()) numa = core.numa;
-        }
         const auto& nodes = topo.nics[n].numa_nodes;
         d = std::find(nodes.begin(), nodes.end(), numa) != nodes.end() ? 0 : 1;
       }
@@ -206,6 +198,35 @@ void plan_nics(const Topology& topo, std::vector<LocalSlot>& slots) {
 }
 
 }  // namespace
+
+std::vector<size_t> nic_candidates(const Topology& topo) {
+  // A NIC whose ports are all down carries nothing; Ethernet only when there is no fabric.
+  auto usable = [](const Nic& nic) {
+    if (nic.kind == "infiniband" || nic.kind == "efa") return nic.ports.empty() || first_active_port(nic).has_value();
+    return true;
+  };
+  std::vector<size_t> candidates;
+  for (size_t n = 0; n < topo.nics.size(); ++n) {
+    if (topo.nics[n].kind != "ethernet" && usable(topo.nics[n])) candidates.push_back(n);
+  }
+  if (candidates.empty()) {
+    for (size_t n = 0; n < topo.nics.size(); ++n) {
+      if (topo.nics[n].kind == "ethernet") candidates.push_back(n);
+    }
+  }
+  return candidates;
+}
+
+std::optional<size_t> closest_nic(const Topology& topo, size_t gpu) {
+  if (gpu >= topo.nic_distance.size()) return std::nullopt;
+  std::optional<size_t> best;
+  for (size_t n : nic_candidates(topo)) {
+    if (n < topo.nic_distance[gpu].size() && (!best || topo.nic_distance[gpu][n] < topo.nic_distance[gpu][*best])) {
+      best = n;
+    }
+  }
+  return best;
+}
 
 const char* to_string(NicDistance d) {
   switch (d) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "nic_choice.hpp"
 #include "ringrun/topology.hpp"
 
 namespace ringrun::topology {
@@ -12,13 +13,6 @@ std::string join_ints(const std::vector<int>& values, const char* separator) {
   std::string out;
   for (size_t i = 0; i < values.size(); ++i) out += fmt::format("{}{}", i ? separator : "", values[i]);
   return out;
-}
-
-// The closest NIC of a GPU (first one on ties), as an index into topo.nics.
-std::optional<size_t> closest_nic(const Topology& topo, size_t gpu) {
-  if (gpu >= topo.nic_distance.size() || topo.nic_distance[gpu].empty()) return std::nullopt;
-  const auto& row = topo.nic_distance[gpu];
-  return static_cast<size_t>(std::min_element(row.begin(), row.end()) - row.begin());
 }
 
 std::string json_string(const std::string& s) {
@@ -63,7 +57,7 @@ std::string render_topology_table(const Topology& topo, const std::vector<LocalS
     for (size_t g = 0; g < topo.gpus.size(); ++g) {
       const Gpu& gpu = topo.gpus[g];
       const auto nic = closest_nic(topo, g);
-      out += fmt::format("{:<4} {:<13} {:<10} {:<6} {:<24} {:<14} {}\n", g, gpu.bus_id, gpu.name,
+      out += fmt::format("{:<4} {:<13} {:<10} {:<6} {:<24} {:<14} {}\n", g, gpu.bus_id, gpu.name.empty() ? "-" : gpu.name,
                          join_ints(gpu.numa_nodes, ","), format_cpulist(gpu.local_cpus),
                          nic ? topo.nics[*nic].name : "-", nic ? to_string(topo.nic_distance[g][*nic]) : "-");
     }
