@@ -1,0 +1,303 @@
+#include "bootstrap/bootstrap.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "core/env.hpp"
+#include "ringrun/runtime.hpp"
+#include "ringrun/store.hpp"
+
+#ifdef RINGRUN_HAVE_PMIX
+#include <pmix.h>
+#endif
+
+namespace ringrun::core {
+namespace {
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size() && i < 32; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 32) out += fmt::format(" and {} more", ranks.size() - 32);
+  return out;
+}
+
+// Each ringrun_init in a process uses fresh keys, so a job may finalize and init again.
+std::atomic<int> g_generation{0};
+
+}  // namespace
+
+StoreExchange::StoreExchange(std::unique_ptr<store::Client> client, std::string prefix, int rank, int size,
+                             std::chrono::milliseconds timeout, std::unique_ptr<store::Server> hosted)
+    : hosted_(std::move(hosted)), client_(std::move(client)), prefix_(std::move(prefix)), rank_(rank), size_(size),
+      timeout_(timeout) {}
+
+StoreExchange::~StoreExchange() = default;
+
+std::string StoreExchange::name() const { return "the rendezvous store at " + client_->server(); }
+
+std::string StoreExchange::local_address_hint() const {
+  sockaddr_in address = client_->local_address();
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &address.sin_addr, text, sizeof text);
+  return text;
+}
+
+std::vector<std::string> StoreExchange::allgather(const std::string& mine) {
+  std::string base = fmt::format("{}/{}/", prefix_, round_++);
+  try {
+    client_->set(base + std::to_string(rank_), mine);
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(base + std::to_string(r));
+    return client_->wait(keys, timeout_);
+  } catch (const store::StoreTimeout& e) {
+    std::vector<int> missing;
+    for (const auto& key : e.missing()) missing.push_back(std::stoi(key.substr(base.size())));
+    throw RuntimeError(RINGRUN_ERR_TIMEOUT,
+                       fmt::format("rendezvous: rank{} {} never arrived at {} within {} s (of {} ranks)",
+                                   missing.size() > 1 ? "s" : "", join_ranks(missing), name(),
+                                   timeout_.count() / 1000.0, size_));
+  } catch (const store::StoreError& e) {
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: {}", e.what()));
+  }
+}
+
+#ifdef RINGRUN_HAVE_PMIX
+namespace {
+
+std::mutex g_pmix_mutex;
+int g_pmix_users = 0;
+pmix_proc_t g_pmix_self;
+
+class PmixExchange final : public Exchange {
+ public:
+  PmixExchange(int rank, int size, std::chrono::milliseconds timeout) : rank_(rank), size_(size), timeout_(timeout) {
+    std::lock_guard lock(g_pmix_mutex);
+    if (g_pmix_users == 0) {
+      pmix_status_t rc = PMIx_Init(&g_pmix_self, nullptr, 0);
+      if (rc != PMIX_SUCCESS)
+        throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                           fmt::format("PMIx_Init failed: {} (PMIX_NAMESPACE is set, but no PMIx server answered)",
+                                       PMIx_Error_string(rc)));
+    }
+    ++g_pmix_users;
+    if (static_cast<int>(g_pmix_self.rank) != rank)
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("PMIx says this is rank {}, the environment says {}",
+                                                            g_pmix_self.rank, rank));
+  }
+  ~PmixExchange() override = default;  // PMIx stays up until release_bootstrap_resources()
+
+  std::string name() const override { return fmt::format("PMIx namespace {}", g_pmix_self.nspace); }
+
+  std::vector<std::string> allgather(const std::string& mine) override {
+    std::string key = fmt::format("ringrun.addr.{}.{}", generation_, round_++);
+    pmix_value_t value;
+    PMIX_VALUE_CONSTRUCT(&value);
+    value.type = PMIX_STRING;
+    value.data.string = const_cast<char*>(mine.c_str());
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &value);  // copies the value
+    if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS)
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("PMIx_Put/Commit of {}: {}", key, PMIx_Error_string(rc)));
+
+    int seconds = static_cast<int>(std::max<long long>(1, timeout_.count() / 1000));
+    pmix_proc_t everyone;
+    PMIX_PROC_CONSTRUCT(&everyone);
+    PMIX_LOAD_PROCID(&everyone, g_pmix_self.nspace, PMIX_RANK_WILDCARD);
+    pmix_info_t info[2];
+    bool collect = true;
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
+    rc = PMIx_Fence(&everyone, 1, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    if (rc != PMIX_SUCCESS)
+      throw RuntimeError(rc == PMIX_ERR_TIMEOUT ? RINGRUN_ERR_TIMEOUT : RINGRUN_ERR_BOOTSTRAP,
+                         fmt::format("rendezvous: PMIx_Fence over {} ranks failed after up to {} s: {} (PMIx does "
+                                     "not say which ranks never arrived; check every rank reached ringrun_init)",
+                                     size_, seconds, PMIx_Error_string(rc)));
+    std::vector<std::string> all(size_);
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) {
+        all[r] = mine;
+        continue;
+      }
+      pmix_proc_t peer;
+      PMIX_PROC_CONSTRUCT(&peer);
+      PMIX_LOAD_PROCID(&peer, g_pmix_self.nspace, static_cast<pmix_rank_t>(r));
+      pmix_value_t* got = nullptr;
+      pmix_info_t get_info;
+      PMIX_INFO_LOAD(&get_info, PMIX_TIMEOUT, &seconds, PMIX_INT);
+      rc = PMIx_Get(&peer, key.c_str(), &get_info, 1, &got);
+      PMIX_INFO_DESTRUCT(&get_info);
+      if (rc != PMIX_SUCCESS || got == nullptr || got->type != PMIX_STRING) {
+        missing.push_back(r);
+      } else {
+        all[r] = got->data.string;
+      }
+      if (got) PMIX_VALUE_RELEASE(got);
+    }
+    if (!missing.empty())
+      throw RuntimeError(RINGRUN_ERR_TIMEOUT, fmt::format("rendezvous: rank{} {} published no address through {}",
+                                                          missing.size() > 1 ? "s" : "", join_ranks(missing), name()));
+    return all;
+  }
+
+ private:
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  int generation_ = g_generation.load();
+  int round_ = 0;
+};
+
+}  // namespace
+#endif
+
+void release_bootstrap_resources() {
+#ifdef RINGRUN_HAVE_PMIX
+  std::lock_guard lock(g_pmix_mutex);
+  if (g_pmix_users > 0 && --g_pmix_users == 0) PMIx_Finalize(nullptr, 0);
+#endif
+}
+
+std::string interface_address(const std::string& interface) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0)
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("getifaddrs(): {}", std::strerror(errno)));
+  std::string found;
+  std::string names;
+  for (ifaddrs* it = list; it; it = it->ifa_next) {
+    if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET) continue;
+    if (names.find(it->ifa_name) == std::string::npos) names += (names.empty() ? "" : ", ") + std::string(it->ifa_name);
+    if (interface == it->ifa_name && found.empty()) {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, text, sizeof text);
+      found = text;
+    }
+  }
+  freeifaddrs(list);
+  if (found.empty())
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                       fmt::format("RINGRUN_NETWORK_INTERFACE='{}': no such interface with an IPv4 address "
+                                   "(interfaces with one: {})",
+                                   interface, names));
+  return found;
+}
+
+namespace {
+
+struct Identity {
+  int rank = 0, size = 1;
+  std::string source;
+};
+
+std::optional<Identity> identity_from(const char* rank_var, const char* size_var, const char* source) {
+  auto rank = env_int(rank_var, 0, 1 << 30);
+  if (!rank) return std::nullopt;
+  auto size = env_int(size_var, 1, 1 << 30);
+  if (!size)
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{} is set but {} is not ({})", rank_var, size_var, source));
+  if (*rank >= *size)
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                       fmt::format("{}={} is not below {}={}", rank_var, *rank, size_var, *size));
+  return Identity{static_cast<int>(*rank), static_cast<int>(*size), source};
+}
+
+Identity discover_identity() {
+  // Open MPI before Slurm: an mpirun inside an allocation inherits the batch step's SLURM_PROCID.
+  if (auto id = identity_from("RINGRUN_RANK", "RINGRUN_SIZE", "ringrun")) return *id;
+  if (auto id = identity_from("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun")) return *id;
+  if (env_string("PMIX_RANK")) {
+    const char* size_var = env_string("SLURM_NTASKS") ? "SLURM_NTASKS" : "PMI_SIZE";
+    if (auto id = identity_from("PMIX_RANK", size_var, "PMIx")) return *id;
+  }
+  if (auto id = identity_from("SLURM_PROCID", "SLURM_NTASKS", "srun")) return *id;
+  if (auto id = identity_from("PMI_RANK", "PMI_SIZE", "PMI")) return *id;
+  return Identity{0, 1, "no launcher"};
+}
+
+std::string this_hostname() {
+  if (auto name = env_string("RINGRUN_HOSTNAME")) return *name;
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+Bootstrap bootstrap_from_environment() {
+  Bootstrap boot;
+  Identity id = discover_identity();
+  boot.rank = id.rank;
+  boot.size = id.size;
+  boot.source = id.source;
+  boot.hostname = this_hostname();
+  boot.timeout = std::chrono::seconds(env_int("RINGRUN_START_TIMEOUT", 1, 24 * 3600).value_or(60));
+  int generation = g_generation.fetch_add(1);
+  auto interface = env_string("RINGRUN_NETWORK_INTERFACE");
+  if (interface) boot.listen_address = interface_address(*interface);
+  if (boot.size == 1) return boot;
+
+  std::string secret = env_string("RINGRUN_JOB_SECRET").value_or("");
+  try {
+    if (auto store_address = env_string("RINGRUN_STORE_ADDR")) {
+      auto where = net::parse_host_port(*store_address);
+      auto client = std::make_unique<store::Client>(where.host, where.port, secret, boot.timeout);
+      boot.exchange = std::make_unique<StoreExchange>(std::move(client), fmt::format("ringrun/init{}", generation),
+                                                      boot.rank, boot.size, boot.timeout);
+      boot.source += " (store " + *store_address + ")";
+    } else if (env_string("PMIX_NAMESPACE")) {
+#ifdef RINGRUN_HAVE_PMIX
+      boot.exchange = std::make_unique<PmixExchange>(boot.rank, boot.size, boot.timeout);
+      boot.source += " (PMIx)";
+#else
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                         "PMIX_NAMESPACE is set but this libringrun_runtime was built without PMIx; start the job "
+                         "with ringrun or set MASTER_ADDR/MASTER_PORT");
+#endif
+    } else if (auto master = env_string("MASTER_ADDR")) {
+      auto port = env_int("MASTER_PORT", 1, 65535);
+      if (!port) throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, "MASTER_ADDR is set but MASTER_PORT is not");
+      std::unique_ptr<store::Server> hosted;
+      // Without ringrun there is no job secret unless the user exports one; both sides agree on "".
+      if (boot.rank == 0) hosted = std::make_unique<store::Server>("0.0.0.0", static_cast<std::uint16_t>(*port), secret);
+      auto client = std::make_unique<store::Client>(*master, static_cast<std::uint16_t>(*port), secret, boot.timeout);
+      boot.exchange = std::make_unique<StoreExchange>(std::move(client), fmt::format("ringrun/init{}", generation),
+                                                      boot.rank, boot.size, boot.timeout, std::move(hosted));
+      boot.source += fmt::format(" (store hosted by rank 0 at {}:{})", *master, *port);
+    } else {
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                         fmt::format("rank {} of {} (from {}) has no way to find its peers: start the job with "
+                                     "ringrun, under a PMIx server, or set MASTER_ADDR and MASTER_PORT",
+                                     boot.rank, boot.size, id.source));
+    }
+  } catch (const store::StoreError& e) {
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, e.what());
+  } catch (const net::NetError& e) {
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("RINGRUN_STORE_ADDR: {}", e.what()));
+  }
+  if (boot.listen_address.empty()) boot.listen_address = boot.exchange->local_address_hint();
+  if (boot.listen_address.empty()) {
+    // PMIx gives no hint: loopback when every rank is on this host, else this host's address.
+    auto local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 30);
+    if (local_size && *local_size == boot.size) {
+      boot.listen_address = "127.0.0.1";
+    } else {
+      sockaddr_in address = net::resolve_ipv4(boot.hostname, 0);
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &address.sin_addr, text, sizeof text);
+      boot.listen_address = text;
+    }
+  }
+  return boot;
+}
+
+}  // namespace ringrun::core

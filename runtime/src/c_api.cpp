@@ -1,0 +1,161 @@
+// The C API (ringrun/ringrun.h) over the process-wide communicator.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "bootstrap/bootstrap.hpp"
+#include "core/env.hpp"
+#include "core/process_runtime.hpp"
+#include "ringrun/ringrun.h"
+#include "ringrun/runtime.hpp"
+#include "ringrun/store.hpp"
+
+namespace ringrun::core {
+namespace {
+
+struct ProcessRuntime {
+  std::unique_ptr<Exchange> exchange;  // kept until finalize: it may host rank 0's store
+  std::unique_ptr<Communicator> communicator;
+};
+
+ProcessRuntime g_runtime;
+thread_local std::string t_last_error;
+
+}  // namespace
+
+std::mutex& process_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+Communicator* process_communicator() { return g_runtime.communicator.get(); }
+
+int record_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const RuntimeError& e) {
+    t_last_error = e.what();
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    t_last_error = "out of memory";
+  } catch (const std::exception& e) {
+    t_last_error = fmt::format("internal error: {}", e.what());
+  } catch (...) {
+    t_last_error = "internal error: unknown exception";
+  }
+  return RINGRUN_ERR_INTERNAL;
+}
+
+void clear_error() { t_last_error.clear(); }
+
+namespace {
+
+// Runs body with the mutex held and the communicator present; maps exceptions to codes.
+template <typename Body> int guarded(const char* what, Body&& body) {
+  try {
+    std::lock_guard lock(process_mutex());
+    if (!g_runtime.communicator)
+      throw RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, fmt::format("{}: ringrun_init() has not been called", what));
+    int result = body(*g_runtime.communicator);
+    clear_error();
+    return result;
+  } catch (...) {
+    return record_error(std::current_exception());
+  }
+}
+
+}  // namespace
+}  // namespace ringrun::core
+
+using namespace ringrun::core;
+
+extern "C" {
+
+int ringrun_init(void) {
+  try {
+    std::lock_guard lock(process_mutex());
+    if (g_runtime.communicator) return RINGRUN_OK;  // already initialized: nothing to do
+    Bootstrap boot = bootstrap_from_environment();
+    CommunicatorConfig config;
+    config.rank = boot.rank;
+    config.size = boot.size;
+    config.hostname = boot.hostname;
+    config.listen_address = boot.listen_address;
+    config.timeout = boot.timeout;
+    config.exchange = boot.exchange.get();
+    config.enable_shm = env_int("RINGRUN_DISABLE_SHM", 0, 1).value_or(0) == 0;
+    config.shm_slot_bytes =
+        static_cast<std::size_t>(env_int("RINGRUN_SHM_SLOT_BYTES", 4096, 1ll << 30).value_or(0));
+    try {
+      g_runtime.communicator = Communicator::create(config);
+    } catch (const ringrun::RuntimeError& e) {
+      release_bootstrap_resources();
+      throw ringrun::RuntimeError(e.code(), fmt::format("ringrun_init: rank {} of {} (from {}): {}", boot.rank,
+                                                        boot.size, boot.source, e.what()));
+    }
+    g_runtime.exchange = std::move(boot.exchange);
+    clear_error();
+    return RINGRUN_OK;
+  } catch (...) {
+    return record_error(std::current_exception());
+  }
+}
+
+int ringrun_finalize(void) {
+  try {
+    std::lock_guard lock(process_mutex());
+    if (!g_runtime.communicator)
+      throw ringrun::RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, "ringrun_finalize: ringrun_init() has not been called");
+    auto communicator = std::move(g_runtime.communicator);
+    auto exchange = std::move(g_runtime.exchange);
+    struct Release {
+      ~Release() { release_bootstrap_resources(); }
+    } release;
+    communicator->finalize();
+    clear_error();
+    return RINGRUN_OK;
+  } catch (...) {
+    return record_error(std::current_exception());
+  }
+}
+
+int ringrun_rank(void) { return guarded("ringrun_rank", [](Communicator& c) { return c.world().rank; }); }
+int ringrun_size(void) { return guarded("ringrun_size", [](Communicator& c) { return c.world().size; }); }
+int ringrun_local_rank(void) { return guarded("ringrun_local_rank", [](Communicator& c) { return c.world().local_rank; }); }
+int ringrun_local_size(void) { return guarded("ringrun_local_size", [](Communicator& c) { return c.world().local_size; }); }
+int ringrun_cross_rank(void) { return guarded("ringrun_cross_rank", [](Communicator& c) { return c.world().cross_rank; }); }
+int ringrun_cross_size(void) { return guarded("ringrun_cross_size", [](Communicator& c) { return c.world().cross_size; }); }
+
+int ringrun_allreduce(const void* send, void* recv, size_t count, ringrun_dtype dtype, ringrun_op op) {
+  return guarded("ringrun_allreduce", [&](Communicator& c) {
+    c.allreduce(send, recv, count, dtype, op);
+    return RINGRUN_OK;
+  });
+}
+
+int ringrun_broadcast(void* buf, size_t count, ringrun_dtype dtype, int root) {
+  return guarded("ringrun_broadcast", [&](Communicator& c) {
+    c.broadcast(buf, count, dtype, root);
+    return RINGRUN_OK;
+  });
+}
+
+int ringrun_allgather(const void* send, size_t count, ringrun_dtype dtype, void* recv) {
+  return guarded("ringrun_allgather", [&](Communicator& c) {
+    c.allgather(send, count, dtype, recv);
+    return RINGRUN_OK;
+  });
+}
+
+int ringrun_barrier(void) {
+  return guarded("ringrun_barrier", [](Communicator& c) {
+    c.barrier();
+    return RINGRUN_OK;
+  });
+}
+
+const char* ringrun_last_error(void) { return t_last_error.c_str(); }
+
+}  // extern "C"

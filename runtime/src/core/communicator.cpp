@@ -1,0 +1,193 @@
+#include "core/communicator.hpp"
+
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "bootstrap/bootstrap.hpp"
+#include "core/dtype.hpp"
+#include "ringrun/runtime.hpp"
+#include "transport/shm/shm_transport.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
+#include "transport/tcp/tcp_transport.hpp"
+
+namespace ringrun::core {
+namespace {
+
+constexpr char kSep = '\x1f';
+
+std::string encode_peer(const PeerInfo& p) {
+  return fmt::format("{}{}{}{}{}{}{:x}", p.host, kSep, p.address, kSep, p.port, kSep, p.nonce);
+}
+
+PeerInfo decode_peer(int rank, const std::string& record) {
+  PeerInfo p;
+  p.rank = rank;
+  std::vector<std::string> fields;
+  std::size_t start = 0;
+  for (;;) {
+    auto end = record.find(kSep, start);
+    fields.push_back(record.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  if (fields.size() != 4)
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: rank {} published a malformed address", rank));
+  p.host = fields[0];
+  p.address = fields[1];
+  p.port = static_cast<std::uint16_t>(std::stoul(fields[2]));
+  p.nonce = std::stoull(fields[3], nullptr, 16);
+  return p;
+}
+
+std::uint64_t random_nonce() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
+
+void require(bool ok, const char* what, const std::string& why) {
+  if (!ok) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: {}", what, why));
+}
+
+void check_type(const char* what, ringrun_dtype dtype) {
+  require(valid_dtype(dtype), what, fmt::format("unknown dtype {}", static_cast<int>(dtype)));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& config) {
+  if (config.size < 1 || config.rank < 0 || config.rank >= config.size)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("communicator: rank {} is not in [0, {})", config.rank, config.size));
+  std::unique_ptr<Communicator> comm(new Communicator());
+  World& world = comm->world_;
+  world.rank = config.rank;
+  world.size = config.size;
+  world.peers.resize(config.size);
+  PeerInfo& self = world.peers[config.rank];
+  self.rank = config.rank;
+  self.host = config.hostname;
+  if (config.size == 1) return comm;
+
+  if (config.exchange == nullptr)
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, "communicator: more than one rank but no address exchange");
+  net::Fd listener;
+  try {
+    listener = net::listen_tcp(config.listen_address, 0);
+  } catch (const net::NetError& e) {
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rank {}: {}", config.rank, e.what()));
+  }
+  self.address = config.listen_address;
+  self.port = net::local_port(listener.get());
+  self.nonce = random_nonce();
+  auto records = config.exchange->allgather(encode_peer(self));
+  for (int r = 0; r < config.size; ++r) world.peers[r] = decode_peer(r, records[r]);
+  compute_local_and_cross(world);
+
+  comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout);
+  comm->tcp_ = std::make_unique<TcpTransport>(*comm->mesh_);
+  comm->transport_ = comm->tcp_.get();
+  if (config.enable_shm && world.all_on_one_host()) {
+    std::string why_not;
+    std::size_t slot = config.shm_slot_bytes ? config.shm_slot_bytes : ShmTransport::kDefaultSlotBytes;
+    comm->shm_ = ShmTransport::create(*comm->mesh_, slot, &why_not);
+    if (comm->shm_) {
+      comm->transport_ = comm->shm_.get();
+    } else if (world.rank == 0 || why_not.find("rank 0") == std::string::npos) {
+      fmt::print(stderr, "ringrun: rank {}: shared memory unusable ({}); ranks on this host use TCP instead\n",
+                 world.rank, why_not);
+    }
+  }
+  return comm;
+}
+
+Communicator::~Communicator() = default;
+
+const char* Communicator::transport_name() const { return transport_ ? transport_->name() : "self"; }
+
+template <typename Body> void Communicator::run(Collective kind, const char* name, Body&& body) {
+  if (closed_)
+    throw RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, fmt::format("{}: the communicator was finalized", name));
+  if (broken_code_)
+    throw RuntimeError(broken_code_, fmt::format("{}: the communicator is unusable after an earlier error: {}", name,
+                                                 broken_message_));
+  (void)kind;
+  try {
+    body();
+  } catch (const RuntimeError& e) {
+    if (e.code() != RINGRUN_ERR_INVALID_ARGUMENT) {
+      broken_code_ = e.code();
+      broken_message_ = e.what();
+    }
+    throw;
+  }
+}
+
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
+  run(Collective::allreduce, "allreduce", [&] {
+    check_type("allreduce", dtype);
+    require(valid_op(op), "allreduce", fmt::format("unknown op {}", static_cast<int>(op)));
+    require(count == 0 || (send && recv), "allreduce", "send or recv is null");
+    OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allreduce, .dtype = dtype, .op = op};
+    if (!transport_) {
+      if (send != recv && count) std::memmove(recv, send, header.bytes());
+      return;  // one rank: the sum, min, max, product and average of one value are that value
+    }
+    transport_->allreduce(header, send, recv);
+  });
+}
+
+void Communicator::broadcast(void* buf, std::size_t count, ringrun_dtype dtype, int root) {
+  run(Collective::broadcast, "broadcast", [&] {
+    check_type("broadcast", dtype);
+    require(root >= 0 && root < world_.size, "broadcast", fmt::format("root {} is not a rank of 0..{}", root, world_.size - 1));
+    require(count == 0 || buf, "broadcast", "buf is null");
+    OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::broadcast, .dtype = dtype, .root = root};
+    if (transport_) transport_->broadcast(header, buf);
+  });
+}
+
+void Communicator::allgather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv) {
+  run(Collective::allgather, "allgather", [&] {
+    check_type("allgather", dtype);
+    require(count == 0 || (send && recv), "allgather", "send or recv is null");
+    OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allgather, .dtype = dtype};
+    if (!transport_) {
+      if (send != recv && count) std::memmove(recv, send, header.bytes());
+      return;
+    }
+    transport_->allgather(header, send, recv);
+  });
+}
+
+void Communicator::barrier() {
+  run(Collective::barrier, "barrier", [&] {
+    OpHeader header{.seq = ++seq_, .kind = Collective::barrier};
+    if (transport_) transport_->barrier(header);
+  });
+}
+
+void Communicator::finalize() {
+  if (closed_) return;
+  struct Closer {
+    Communicator* self;
+    ~Closer() { self->abort(); }
+  } closer{this};
+  if (broken_code_ || !tcp_) return;
+  // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets, and
+  // every peer has by then sent its barrier header, so no peer mistakes the close for a death.
+  OpHeader header{.seq = ++seq_, .kind = Collective::barrier};
+  tcp_->barrier(header);
+}
+
+void Communicator::abort() {
+  closed_ = true;
+  shm_.reset();
+  tcp_.reset();
+  transport_ = nullptr;
+  if (mesh_) mesh_->close();
+  mesh_.reset();
+}
+
+}  // namespace ringrun::core

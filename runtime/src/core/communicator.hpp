@@ -1,0 +1,76 @@
+// The runtime's core: one communicator = the ranks of a job, their connections, and the
+// synchronous collectives. The C API (c_api.cpp) and the C++ API (ringrun/runtime.hpp) wrap one
+// process-wide instance; the engine (async named operations) drives one from its background
+// thread. Not thread-safe: one caller at a time.
+//
+//   auto comm = Communicator::create(config);     // collective: every rank calls it
+//   comm->allreduce(send, recv, count, RINGRUN_FLOAT32, RINGRUN_SUM);
+//   comm->finalize();                             // collective: barrier, then close
+//
+// Errors are RuntimeError (ringrun/runtime.hpp) with a RINGRUN_ERR_* code; after a transport
+// error (peer death, mismatch) the communicator refuses further calls with the first error.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/world.hpp"
+
+namespace ringrun::core {
+
+class Exchange;
+class TcpMesh;
+class Transport;
+
+struct CommunicatorConfig {
+  int rank = 0;
+  int size = 1;
+  std::string hostname;                         // same host name = same host (shared memory)
+  std::string listen_address = "127.0.0.1";    // IPv4 this rank listens on and advertises
+  std::chrono::milliseconds timeout{60000};     // for every wait during creation
+  Exchange* exchange = nullptr;                 // needed when size > 1
+  bool enable_shm = true;                       // use shared memory when all ranks share a host
+  std::size_t shm_slot_bytes = 0;               // 0: the transport's default
+};
+
+class Communicator {
+ public:
+  static std::unique_ptr<Communicator> create(const CommunicatorConfig& config);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  const World& world() const { return world_; }
+  int rank() const { return world_.rank; }
+  int size() const { return world_.size; }
+  // "shm", "tcp" or "self": the transport collectives use.
+  const char* transport_name() const;
+
+  void allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op);
+  void broadcast(void* buf, std::size_t count, ringrun_dtype dtype, int root);
+  void allgather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv);
+  void barrier();
+
+  // Barrier over TCP (every rank is past its last collective), then closes the connections.
+  // Throws if the barrier fails; the connections are closed either way.
+  void finalize();
+  // Closes everything at once, without a barrier: what a crashing rank looks like to its peers.
+  void abort();
+
+ private:
+  Communicator() = default;
+  template <typename Body> void run(Collective kind, const char* name, Body&& body);
+
+  World world_;
+  std::unique_ptr<TcpMesh> mesh_;
+  std::unique_ptr<Transport> tcp_;
+  std::unique_ptr<Transport> shm_;
+  Transport* transport_ = nullptr;  // shm_ when there, else tcp_; null for one rank
+  std::uint64_t seq_ = 0;
+  int broken_code_ = 0;
+  std::string broken_message_;
+  bool closed_ = false;
+};
+
+}  // namespace ringrun::core

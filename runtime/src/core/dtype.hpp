@@ -1,0 +1,33 @@
+// Element types and reduction kernels of the C API. fp16 and bf16 are combined in fp32 and
+// rounded back (round to nearest even) after every combination.
+//
+// AVERAGE = SUM followed by one division by the number of ranks. On integer types the division is
+// C++ integer division (truncates toward zero); integer sums wrap (two's complement), like MPI.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ringrun/ringrun.h"
+
+namespace ringrun::core {
+
+bool valid_dtype(int dtype);
+bool valid_op(int op);
+std::size_t dtype_size(ringrun_dtype dtype);
+const char* dtype_name(ringrun_dtype dtype);
+const char* op_name(ringrun_op op);
+
+float half_to_float(std::uint16_t bits);
+std::uint16_t float_to_half(float value);
+float bfloat16_to_float(std::uint16_t bits);
+std::uint16_t float_to_bfloat16(float value);
+
+// dst[i] = a[i] (op) b[i] for count elements. dst may be the same buffer as a or b; AVERAGE
+// combines like SUM (see finish_average).
+void reduce(void* dst, const void* a, const void* b, std::size_t count, ringrun_dtype dtype, ringrun_op op);
+
+// buf[i] /= ranks, the last step of AVERAGE.
+void finish_average(void* buf, std::size_t count, ringrun_dtype dtype, int ranks);
+
+}  // namespace ringrun::core

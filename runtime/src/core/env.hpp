@@ -1,0 +1,40 @@
+// Every environment variable the runtime reads, in one table (name, meaning). Read them through
+// env_string/env_int so that a malformed value fails with a message naming the variable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ringrun::core {
+
+struct EnvVariable {
+  const char* name;
+  const char* meaning;
+};
+
+// clang-format off
+inline constexpr EnvVariable kEnvironment[] = {
+  {"RINGRUN_RANK", "rank in the job (set by ringrun)"},
+  {"RINGRUN_SIZE", "number of ranks (set by ringrun)"},
+  {"RINGRUN_HOSTNAME", "host name for same-host detection (default: gethostname())"},
+  {"RINGRUN_STORE_ADDR", "host:port of the rendezvous store that ringrun hosts"},
+  {"RINGRUN_JOB_SECRET", "per-job secret presented to the store (64 hex chars)"},
+  {"RINGRUN_START_TIMEOUT", "seconds to wait for every rank at start-up (default 60)"},
+  {"RINGRUN_NETWORK_INTERFACE", "interface whose IPv4 address this rank listens on and advertises"},
+  {"RINGRUN_DISABLE_SHM", "1: never use the shared-memory transport"},
+  {"RINGRUN_SHM_SLOT_BYTES", "bytes per rank per pipeline slot of the shared-memory transport"},
+  {"OMPI_COMM_WORLD_RANK", "rank under Open MPI's mpirun (with OMPI_COMM_WORLD_SIZE)"},
+  {"PMIX_RANK", "rank under a PMIx server (srun --mpi=pmix, mpirun); PMIX_NAMESPACE selects PMIx exchange"},
+  {"SLURM_PROCID", "rank under srun (with SLURM_NTASKS)"},
+  {"PMI_RANK", "rank under a PMI-1/2 launcher (with PMI_SIZE)"},
+  {"MASTER_ADDR", "with MASTER_PORT: rank 0 hosts the rendezvous store there when there is no PMIx"},
+};
+// clang-format on
+
+std::optional<std::string> env_string(const char* name);  // unset or empty: nullopt
+// The integer value of name; nullopt when unset; RuntimeError (bootstrap) when not an integer
+// in [min, max].
+std::optional<long long> env_int(const char* name, long long min, long long max);
+
+}  // namespace ringrun::core

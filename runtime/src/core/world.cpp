@@ -1,0 +1,74 @@
+#include "core/world.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/dtype.hpp"
+#include "ringrun/runtime.hpp"
+
+namespace ringrun::core {
+
+std::string World::describe(int peer) const {
+  if (peer >= 0 && peer < static_cast<int>(peers.size()) && !peers[peer].host.empty())
+    return fmt::format("rank {} (host {})", peer, peers[peer].host);
+  return fmt::format("rank {}", peer);
+}
+
+void compute_local_and_cross(World& world) {
+  std::map<std::string, int> next_local;
+  std::vector<int> local_rank_of(world.size);
+  for (int r = 0; r < world.size; ++r) local_rank_of[r] = next_local[world.peers[r].host]++;
+  world.local_rank = local_rank_of[world.rank];
+  world.local_size = next_local[world.peers[world.rank].host];
+  world.cross_rank = 0;
+  world.cross_size = 0;
+  for (int r = 0; r < world.size; ++r) {
+    if (local_rank_of[r] != world.local_rank) continue;
+    if (r < world.rank) ++world.cross_rank;
+    ++world.cross_size;
+  }
+}
+
+const char* collective_name(Collective kind) {
+  switch (kind) {
+    case Collective::allreduce: return "allreduce";
+    case Collective::broadcast: return "broadcast";
+    case Collective::allgather: return "allgather";
+    case Collective::barrier: return "barrier";
+  }
+  return "collective";
+}
+
+std::size_t OpHeader::bytes() const { return count * dtype_size(dtype); }
+
+bool OpHeader::matches(const OpHeader& o) const {
+  if (seq != o.seq || kind != o.kind) return false;
+  switch (kind) {
+    case Collective::allreduce: return count == o.count && dtype == o.dtype && op == o.op;
+    case Collective::broadcast: return count == o.count && dtype == o.dtype && root == o.root;
+    case Collective::allgather: return count == o.count && dtype == o.dtype;
+    case Collective::barrier: return true;
+  }
+  return false;
+}
+
+std::string OpHeader::describe() const {
+  switch (kind) {
+    case Collective::allreduce:
+      return fmt::format("allreduce #{} of {} {} ({})", seq, count, dtype_name(dtype), op_name(op));
+    case Collective::broadcast:
+      return fmt::format("broadcast #{} of {} {} from root {}", seq, count, dtype_name(dtype), root);
+    case Collective::allgather: return fmt::format("allgather #{} of {} {} per rank", seq, count, dtype_name(dtype));
+    case Collective::barrier: return fmt::format("barrier #{}", seq);
+  }
+  return "unknown collective";
+}
+
+void throw_mismatch(const World& world, const OpHeader& mine, int peer, const OpHeader& theirs) {
+  throw RuntimeError(RINGRUN_ERR_MISMATCH,
+                     fmt::format("{}: ranks disagree: rank {} called {}, but {} called {}", collective_name(mine.kind),
+                                 world.rank, mine.describe(), world.describe(peer), theirs.describe()));
+}
+
+}  // namespace ringrun::core

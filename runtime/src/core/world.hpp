@@ -1,0 +1,58 @@
+// Who is in the job and how to reach them: the result of bootstrap, shared by every transport.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringrun/ringrun.h"
+
+namespace ringrun::core {
+
+struct PeerInfo {
+  int rank = 0;
+  std::string host;     // host name used for same-host detection
+  std::string address;  // IPv4 address the peer listens on
+  std::uint16_t port = 0;
+  std::uint64_t nonce = 0;  // random per process; a connecting peer must present it (no stray connects)
+};
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  std::vector<PeerInfo> peers;  // indexed by rank
+
+  // "rank 2 (host n1)", the way every error names a peer.
+  std::string describe(int peer) const;
+  bool all_on_one_host() const { return local_size == size; }
+};
+
+// Fills local/cross rank and size from the peers' host names (block or any order: local rank =
+// index among the ranks on the same host; cross rank as in Horovod).
+void compute_local_and_cross(World& world);
+
+enum class Collective : std::uint8_t { allreduce = 1, broadcast = 2, allgather = 3, barrier = 4 };
+const char* collective_name(Collective kind);
+
+// Every collective starts with this description; ranks compare theirs to detect mismatches.
+struct OpHeader {
+  std::uint64_t seq = 0;  // collective number on this communicator
+  std::uint64_t count = 0;
+  Collective kind = Collective::barrier;
+  ringrun_dtype dtype = RINGRUN_UINT8;
+  ringrun_op op = RINGRUN_SUM;
+  std::int32_t root = 0;
+
+  std::size_t bytes() const;  // count * dtype size
+  bool matches(const OpHeader& other) const;
+  std::string describe() const;  // "allreduce #5 of 1000 float32 (sum)"
+};
+
+// The error every transport raises when another rank described a different collective.
+[[noreturn]] void throw_mismatch(const World& world, const OpHeader& mine, int peer, const OpHeader& theirs);
+
+}  // namespace ringrun::core

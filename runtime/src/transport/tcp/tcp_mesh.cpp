@@ -1,0 +1,219 @@
+#include "transport/tcp/tcp_mesh.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "ringrun/runtime.hpp"
+
+namespace ringrun::core {
+namespace {
+
+constexpr std::uint32_t kHelloMagic = 0x31505252;  // "RRP1"
+constexpr std::size_t kHelloBytes = 16;           // magic u32, rank u32, nonce u64
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
+TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout)
+    : fds_(world.size), world_(world) {
+  auto deadline = net::Clock::now() + timeout;
+  const int me = world.rank;
+  // Lower ranks: connect and present the peer's nonce (it proves we read the job's rendezvous).
+  for (int peer = 0; peer < me; ++peer) {
+    const PeerInfo& info = world.peers[peer];
+    try {
+      net::Fd fd = net::connect_tcp(info.address, info.port, deadline);
+      unsigned char hello[kHelloBytes];
+      net::put_u32(hello, kHelloMagic);
+      net::put_u32(hello + 4, static_cast<std::uint32_t>(me));
+      net::put_u64(hello + 8, info.nonce);
+      net::write_all(fd.get(), hello, sizeof hello, deadline, world.describe(peer));
+      fds_[peer] = std::move(fd);
+    } catch (const net::NetError& e) {
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("connecting to {} at {}:{}: {}", world.describe(peer),
+                                                            info.address, info.port, e.what()));
+    }
+  }
+  // Higher ranks: accept until all have connected; a stray or malformed connection is dropped.
+  int waiting = world.size - 1 - me;
+  while (waiting > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
+    pollfd p{listener.get(), POLLIN, 0};
+    int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      std::vector<int> missing;
+      for (int peer = me + 1; peer < world.size; ++peer)
+        if (!fds_[peer]) missing.push_back(peer);
+      throw RuntimeError(RINGRUN_ERR_TIMEOUT,
+                         fmt::format("connecting the ranks: rank{} {} never connected to rank {} within {} ms",
+                                     missing.size() > 1 ? "s" : "", join_ranks(missing), me, timeout.count()));
+    }
+    net::Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd) continue;
+    unsigned char hello[kHelloBytes];
+    try {
+      net::read_exact(fd.get(), hello, sizeof hello, std::min(deadline, net::Clock::now() + std::chrono::seconds(5)),
+                      "a connecting peer");
+    } catch (const net::NetError&) {
+      continue;
+    }
+    std::uint32_t peer = net::get_u32(hello + 4);
+    if (net::get_u32(hello) != kHelloMagic || net::get_u64(hello + 8) != world.peers[me].nonce ||
+        peer <= static_cast<std::uint32_t>(me) || peer >= static_cast<std::uint32_t>(world.size) || fds_[peer]) {
+      fmt::print(stderr, "ringrun: rank {} dropped a connection that is not from a peer of this job\n", me);
+      continue;
+    }
+    net::set_nodelay(fd.get());
+    fds_[peer] = std::move(fd);
+    --waiting;
+  }
+  for (auto& fd : fds_)
+    if (fd) net::set_nonblocking(fd.get(), true);
+}
+
+TcpMesh::~TcpMesh() = default;
+
+void TcpMesh::close() {
+  for (auto& fd : fds_) fd.reset();
+}
+
+void TcpMesh::peer_failed(int peer, const char* what, int error) {
+  if (error == 0)
+    throw RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: {} closed its connection", what, world_.describe(peer)));
+  throw RuntimeError(RINGRUN_ERR_PEER,
+                     fmt::format("{}: connection to {} failed: {}", what, world_.describe(peer), std::strerror(error)));
+}
+
+void TcpMesh::check_alive(const char* what) {
+  std::vector<pollfd> fds;
+  std::vector<int> peers;
+  for (int peer = 0; peer < world_.size; ++peer) {
+    if (!fds_[peer]) continue;
+    fds.push_back({fds_[peer].get(), POLLRDHUP, 0});
+    peers.push_back(peer);
+  }
+  if (fds.empty()) return;
+  int ready = ::poll(fds.data(), fds.size(), 0);
+  for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i)
+    if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) peer_failed(peers[i], what, 0);
+}
+
+void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early) {
+  const int n = world_.size;
+  std::vector<int> next_send(n, -1), next_recv(n, -1);
+  // Peers this run exchanges nothing with are watched for a hang-up: one of them dying is why the
+  // peers we wait for may never send. A peer whose transfers here are done may legitimately have
+  // moved on and closed (after the finalize barrier), so it is not watched.
+  std::vector<bool> involved(n, false);
+  std::vector<pollfd> fds;
+  std::vector<int> poll_peer;
+  for (;;) {
+    // The first unfinished transfer per peer and direction.
+    std::fill(next_send.begin(), next_send.end(), -1);
+    std::fill(next_recv.begin(), next_recv.end(), -1);
+    std::fill(involved.begin(), involved.end(), false);
+    bool pending = false;
+    for (std::size_t i = 0; i < transfers.size(); ++i) {
+      Transfer& t = transfers[i];
+      involved[t.peer] = true;
+      if (t.done == t.len) continue;
+      pending = true;
+      auto& slot = t.send ? next_send[t.peer] : next_recv[t.peer];
+      if (slot < 0) slot = static_cast<int>(i);
+    }
+    if (!pending || (stop_early && stop_early())) return;
+
+    // Move what can move without waiting; poll only when nothing moved.
+    bool progressed = false;
+    for (int peer = 0; peer < n; ++peer) {
+      if (next_recv[peer] >= 0) {
+        Transfer& t = transfers[next_recv[peer]];
+        ssize_t got = ::recv(fds_[peer].get(), t.data + t.done, t.len - t.done, MSG_DONTWAIT);
+        if (got == 0) peer_failed(peer, what, 0);
+        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+          peer_failed(peer, what, errno == ECONNRESET ? 0 : errno);
+        if (got > 0) {
+          t.done += static_cast<std::size_t>(got);
+          t.ready = t.on_recv ? t.on_recv(t.done) : t.done;
+          progressed = true;
+        }
+      }
+      if (next_send[peer] >= 0) {
+        Transfer& t = transfers[next_send[peer]];
+        std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
+        if (limit > t.done) {
+          ssize_t sent = ::send(fds_[peer].get(), t.data + t.done, limit - t.done, MSG_DONTWAIT | MSG_NOSIGNAL);
+          if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            peer_failed(peer, what, (errno == EPIPE || errno == ECONNRESET) ? 0 : errno);
+          if (sent > 0) {
+            t.done += static_cast<std::size_t>(sent);
+            progressed = true;
+          }
+        }
+      }
+    }
+    if (progressed) continue;
+
+    fds.clear();
+    poll_peer.clear();
+    for (int peer = 0; peer < n; ++peer) {
+      if (!fds_[peer]) continue;
+      short events = 0;
+      if (next_recv[peer] >= 0) events |= POLLIN;
+      if (!involved[peer] || (next_recv[peer] < 0 && next_send[peer] >= 0)) events |= POLLRDHUP;
+      if (next_send[peer] >= 0) {
+        Transfer& t = transfers[next_send[peer]];
+        std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
+        if (limit > t.done) events |= POLLOUT;
+      }
+      if (events == 0) continue;  // done with it in this run (POLLHUP would be reported anyway)
+      fds.push_back({fds_[peer].get(), events, 0});
+      poll_peer.push_back(peer);
+    }
+    int ready = ::poll(fds.data(), fds.size(), 1000);
+    if (ready < 0 && errno != EINTR)
+      throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: poll(): {}", what, std::strerror(errno)));
+    for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
+      int peer = poll_peer[i];
+      short revents = fds[i].revents;
+      bool reading = next_recv[peer] >= 0;
+      // While reading, EOF is seen by recv() after the remaining data; otherwise a hang-up of a
+      // watched peer (or of one we still send to) is final.
+      bool watched = !involved[peer] || next_send[peer] >= 0;
+      if (!reading && watched && (revents & (POLLRDHUP | POLLHUP))) peer_failed(peer, what, 0);
+      if (!reading && watched && (revents & POLLERR)) {
+        int error = 0;
+        socklen_t len = sizeof error;
+        ::getsockopt(fds_[peer].get(), SOL_SOCKET, SO_ERROR, &error, &len);
+        peer_failed(peer, what, error == ECONNRESET || error == EPIPE ? 0 : error);
+      }
+    }
+  }
+}
+
+std::vector<std::string> TcpMesh::exchange_all(const std::string& mine, const char* what) {
+  std::vector<std::string> all(world_.size, std::string(mine.size(), '\0'));
+  all[world_.rank] = mine;
+  std::vector<Transfer> transfers;
+  for (int peer = 0; peer < world_.size; ++peer) {
+    if (peer == world_.rank) continue;
+    transfers.push_back(send_to(peer, mine.data(), mine.size()));
+    transfers.push_back(recv_from(peer, all[peer].data(), mine.size()));
+  }
+  run(transfers, what);
+  return all;
+}
+
+}  // namespace ringrun::core

@@ -1,0 +1,82 @@
+// One TCP connection to every other rank (non-blocking sockets) and a poll-driven progress loop
+// that moves several transfers at once. Every wait also watches all other peers for a hang-up, so
+// a rank that dies is reported by every rank within one poll, whatever the rank was waiting for.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/world.hpp"
+#include "ringrun/net.hpp"
+
+namespace ringrun::core {
+
+struct Transfer {
+  int peer = 0;
+  bool send = false;
+  char* data = nullptr;
+  std::size_t len = 0;
+  std::size_t done = 0;
+  // Bytes that are ready for whoever depends on this transfer. For a receive, run() sets it to
+  // the value on_recv returns (or to done without one); a send streams only up to *available.
+  std::size_t ready = 0;
+  const std::size_t* available = nullptr;
+  std::function<std::size_t(std::size_t done)> on_recv;
+};
+
+inline Transfer send_to(int peer, const void* data, std::size_t len, const std::size_t* available = nullptr) {
+  Transfer t;
+  t.peer = peer;
+  t.send = true;
+  t.data = static_cast<char*>(const_cast<void*>(data));
+  t.len = len;
+  t.available = available;
+  return t;
+}
+
+inline Transfer recv_from(int peer, void* data, std::size_t len,
+                          std::function<std::size_t(std::size_t)> on_recv = {}) {
+  Transfer t;
+  t.peer = peer;
+  t.data = static_cast<char*>(data);
+  t.len = len;
+  t.on_recv = std::move(on_recv);
+  return t;
+}
+
+class TcpMesh {
+ public:
+  // Connects to every peer of world: accepts from higher ranks on listener, connects to lower
+  // ranks. Throws RuntimeError (RINGRUN_ERR_BOOTSTRAP) naming the ranks that never connected.
+  TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout);
+  ~TcpMesh();
+  TcpMesh(const TcpMesh&) = delete;
+  TcpMesh& operator=(const TcpMesh&) = delete;
+
+  const World& world() const { return world_; }
+
+  // Runs transfers until all are done, or until stop_early (checked after each progress) says
+  // so. Transfers with the same peer and direction proceed in the order given. what names the
+  // collective in errors.
+  void run(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early = {});
+
+  // Throws RINGRUN_ERR_PEER if any peer has closed its connection (a non-blocking check).
+  void check_alive(const char* what);
+
+  // Small all-to-all: sends `mine` (len bytes) to every peer and returns everyone's in rank order.
+  std::vector<std::string> exchange_all(const std::string& mine, const char* what);
+
+  // Closes every connection.
+  void close();
+
+ private:
+  [[noreturn]] void peer_failed(int peer, const char* what, int error);
+  std::vector<net::Fd> fds_;  // by rank; own rank empty
+  World world_;
+};
+
+}  // namespace ringrun::core

@@ -1,0 +1,207 @@
+#include "transport/tcp/tcp_transport.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/dtype.hpp"
+#include "ringrun/net.hpp"
+
+namespace ringrun::core {
+namespace {
+
+constexpr std::size_t kHeaderBytes = 32;
+constexpr std::uint32_t kHeaderMagic = 0x31485252;  // "RRH1"
+
+void encode(const OpHeader& h, unsigned char* out) {
+  std::memset(out, 0, kHeaderBytes);
+  net::put_u32(out, kHeaderMagic);
+  out[4] = static_cast<unsigned char>(h.kind);
+  out[5] = static_cast<unsigned char>(h.dtype);
+  out[6] = static_cast<unsigned char>(h.op);
+  net::put_u32(out + 8, static_cast<std::uint32_t>(h.root));
+  net::put_u64(out + 16, h.seq);
+  net::put_u64(out + 24, h.count);
+}
+
+bool decode(const unsigned char* in, OpHeader* h) {
+  if (net::get_u32(in) != kHeaderMagic) return false;
+  h->kind = static_cast<Collective>(in[4]);
+  h->dtype = static_cast<ringrun_dtype>(in[5]);
+  h->op = static_cast<ringrun_op>(in[6]);
+  h->root = static_cast<std::int32_t>(net::get_u32(in + 8));
+  h->seq = net::get_u64(in + 16);
+  h->count = net::get_u64(in + 24);
+  return true;
+}
+
+// Element range of segment i when count elements are split over n segments (first ones larger).
+struct Range {
+  std::size_t begin, size;
+};
+Range segment(std::size_t count, int n, int i) {
+  std::size_t base = count / n, extra = count % n;
+  std::size_t ui = static_cast<std::size_t>(i);
+  return {ui * base + std::min(ui, extra), base + (ui < extra ? 1 : 0)};
+}
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace
+
+void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes,
+                                    char* extra_in) {
+  const World& world = mesh_.world();
+  const int n = world.size;
+  unsigned char mine[kHeaderBytes];
+  encode(header, mine);
+  std::vector<unsigned char> theirs(kHeaderBytes * n);
+  std::vector<Transfer> transfers;
+  transfers.reserve(4 * n);
+  const char* what = collective_name(header.kind);
+  // A mismatch is only thrown once this rank's header has reached every peer (so every rank sees
+  // it); the peer's data may never come, so the run stops as soon as that is the case.
+  int mismatched_peer = -1;
+  OpHeader mismatched;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == world.rank) continue;
+    transfers.push_back(send_to(peer, mine, kHeaderBytes));
+    if (extra_bytes) transfers.push_back(send_to(peer, extra, extra_bytes));
+    unsigned char* slot = theirs.data() + kHeaderBytes * peer;
+    // Check each header as soon as it is complete: a peer with a smaller count would otherwise
+    // leave us waiting for data it never sends.
+    transfers.push_back(recv_from(peer, slot, kHeaderBytes, [&, peer, slot](std::size_t done) {
+                           if (done == kHeaderBytes && mismatched_peer < 0) {
+                             OpHeader other;
+                             if (!decode(slot, &other) || !header.matches(other)) {
+                               mismatched_peer = peer;
+                               mismatched = other;
+                             }
+                           }
+                           return done;
+                         }));
+    if (extra_bytes) transfers.push_back(recv_from(peer, extra_in + extra_bytes * peer, extra_bytes));
+  }
+  mesh_.run(transfers, what, [&] {
+    if (mismatched_peer < 0) return false;
+    for (const Transfer& t : transfers)
+      if (t.send && t.len == kHeaderBytes && t.data == reinterpret_cast<char*>(mine) && t.done < t.len) return false;
+    return true;
+  });
+  if (mismatched_peer >= 0) throw_mismatch(world, header, mismatched_peer, mismatched);
+}
+
+void TcpTransport::barrier(const OpHeader& header) { exchange_headers(header, nullptr, 0, nullptr); }
+
+void TcpTransport::allreduce(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
+  const World& world = mesh_.world();
+  const int n = world.size;
+  const std::size_t bytes = header.bytes();
+  const auto* send = static_cast<const char*>(send_ptr);
+  auto* recv = static_cast<char*>(recv_ptr);
+  if (bytes <= kDirectMaxBytes || header.count < static_cast<std::uint64_t>(n)) {
+    // Direct: everyone's data to everyone, reduced here in rank order, so every rank computes
+    // bit-identical results.
+    if (scratch_.size() < bytes * n) scratch_.resize(bytes * n);
+    char* all = scratch_.data();
+    std::memcpy(all + bytes * world.rank, send, bytes);  // own copy: recv may alias send
+    exchange_headers(header, send, bytes, all);
+    if (bytes == 0) return;
+    reduce(recv, all, all + bytes, header.count, header.dtype, header.op);
+    for (int r = 2; r < n; ++r) reduce(recv, recv, all + bytes * r, header.count, header.dtype, header.op);
+    if (header.op == RINGRUN_AVERAGE) finish_average(recv, header.count, header.dtype, n);
+    return;
+  }
+  exchange_headers(header, nullptr, 0, nullptr);
+  const std::size_t esize = dtype_size(header.dtype);
+  const std::size_t piece = (kMaxSegmentBytes / esize) * n;
+  for (std::size_t begin = 0; begin < header.count; begin += piece) {
+    std::size_t count = std::min(piece, header.count - begin);
+    ring_allreduce(header, send + begin * esize, recv + begin * esize, count);
+  }
+}
+
+void TcpTransport::ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count) {
+  const World& world = mesh_.world();
+  const int n = world.size, r = world.rank;
+  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  const std::size_t esize = dtype_size(header.dtype);
+  const ringrun_dtype dtype = header.dtype;
+  const ringrun_op op = header.op;
+  if (scratch_.size() < segment(count, n, 0).size * esize) scratch_.resize(segment(count, n, 0).size * esize);
+  char* scratch = scratch_.data();
+
+  // One poll loop runs all 2(n-1) steps. Reduce-scatter step s sends segment r-s and receives
+  // segment r-s-1 (reduced into recv as it arrives); step s+1 forwards that segment as soon as
+  // its bytes are reduced. Allgather step s sends segment r+1-s (the one this rank owns first)
+  // and receives segment r-s directly into recv.
+  const int steps = n - 1;
+  std::vector<Transfer> t(4 * steps);
+  auto rs_send = [&](int s) -> Transfer& { return t[s]; };
+  auto rs_recv = [&](int s) -> Transfer& { return t[steps + s]; };
+  auto ag_send = [&](int s) -> Transfer& { return t[2 * steps + s]; };
+  auto ag_recv = [&](int s) -> Transfer& { return t[3 * steps + s]; };
+  for (int s = 0; s < steps; ++s) {
+    Range out = segment(count, n, mod(r - s, n));
+    Range in = segment(count, n, mod(r - s - 1, n));
+    rs_send(s) = send_to(next, (s == 0 ? send : recv) + out.begin * esize, out.size * esize);
+    if (s > 0) rs_send(s).available = &rs_recv(s - 1).ready;
+    const bool last = s == steps - 1;
+    // Reduce whole elements as they arrive: recv[seg] = send[seg] (op) incoming.
+    rs_recv(s) = recv_from(prev, scratch, in.size * esize, [=, reduced = std::size_t{0}](std::size_t done) mutable {
+                    std::size_t whole = done / esize;
+                    if (whole > reduced) {
+                      std::size_t at = (in.begin + reduced) * esize;
+                      reduce(recv + at, send + at, scratch + reduced * esize, whole - reduced, dtype, op);
+                      if (last && op == RINGRUN_AVERAGE) finish_average(recv + at, whole - reduced, dtype, n);
+                      reduced = whole;
+                    }
+                    return reduced * esize;
+                  });
+    Range ag_out = segment(count, n, mod(r + 1 - s, n));
+    Range ag_in = segment(count, n, mod(r - s, n));
+    ag_send(s) = send_to(next, recv + ag_out.begin * esize, ag_out.size * esize,
+                         s == 0 ? &rs_recv(steps - 1).ready : &ag_recv(s - 1).ready);
+    ag_recv(s) = recv_from(prev, recv + ag_in.begin * esize, ag_in.size * esize);
+  }
+  mesh_.run(t, collective_name(header.kind));
+}
+
+void TcpTransport::broadcast(const OpHeader& header, void* buf_ptr) {
+  exchange_headers(header, nullptr, 0, nullptr);
+  const World& world = mesh_.world();
+  const int n = world.size;
+  const std::size_t bytes = header.bytes();
+  if (bytes == 0) return;
+  // A pipelined chain root -> root+1 -> ...: each rank forwards bytes as they arrive.
+  const int position = mod(world.rank - header.root, n);
+  auto* buf = static_cast<char*>(buf_ptr);
+  Transfer t[2];
+  std::size_t count = 0;
+  if (position != 0) t[count++] = recv_from(mod(world.rank - 1, n), buf, bytes);
+  if (position != n - 1) {
+    t[count] = send_to(mod(world.rank + 1, n), buf, bytes);
+    if (position != 0) t[count].available = &t[0].ready;
+    ++count;
+  }
+  mesh_.run(std::span(t, count), "broadcast");
+}
+
+void TcpTransport::allgather(const OpHeader& header, const void* send, void* recv_ptr) {
+  exchange_headers(header, nullptr, 0, nullptr);
+  const World& world = mesh_.world();
+  const int n = world.size, r = world.rank;
+  const std::size_t block = header.bytes();
+  auto* recv = static_cast<char*>(recv_ptr);
+  if (block == 0) return;
+  std::memmove(recv + block * r, send, block);
+  // Ring: step s sends block r-s (received in step s-1, forwarded as it arrives), receives r-s-1.
+  std::vector<Transfer> t(2 * (n - 1));
+  for (int s = 0; s < n - 1; ++s) {
+    t[s] = send_to(mod(r + 1, n), recv + block * mod(r - s, n), block);
+    if (s > 0) t[s].available = &t[n - 1 + s - 1].ready;
+    t[n - 1 + s] = recv_from(mod(r - 1, n), recv + block * mod(r - s - 1, n), block);
+  }
+  mesh_.run(t, "allgather");
+}
+
+}  // namespace ringrun::core

@@ -1,0 +1,28 @@
+// The one transport interface: a transport runs whole collectives among the ranks of a World.
+// Implementations live beside this file: tcp/ (any ranks, any hosts), shm/ (all ranks on one host,
+// through a shared-memory segment). The communicator picks one per call.
+//
+// Contract for every method: the header describes the call (the communicator fills seq, count,
+// dtype, op, root); the transport compares headers across ranks and throws RuntimeError
+// RINGRUN_ERR_MISMATCH on every rank when they differ, RINGRUN_ERR_PEER naming the peer when one
+// dies. After an exception the transport is in an unknown state and must not be used again.
+#pragma once
+
+#include "core/world.hpp"
+
+namespace ringrun::core {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // recv = reduction of every rank's send (count elements); send == recv means in place.
+  virtual void allreduce(const OpHeader& header, const void* send, void* recv) = 0;
+  // buf on every rank = buf on header.root.
+  virtual void broadcast(const OpHeader& header, void* buf) = 0;
+  // recv (size * count elements) = every rank's send, in rank order.
+  virtual void allgather(const OpHeader& header, const void* send, void* recv) = 0;
+  virtual void barrier(const OpHeader& header) = 0;
+};
+
+}  // namespace ringrun::core

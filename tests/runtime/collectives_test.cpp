@@ -1,0 +1,227 @@
+// Collectives with ranks as threads, against a serial reference: every dtype x op, sizes 0, 1,
+// 7, 1000 and 2^20+3, 1 to 8 ranks (oversubscribed on purpose), over TCP and shared memory.
+// Inputs are small integers, so every reduction order gives the same, exactly representable
+// result and the comparison is bit for bit.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "core/dtype.hpp"
+#include "rank_threads.hpp"
+#include "ringrun/runtime.hpp"
+
+using namespace ringrun;
+using core::Communicator;
+using test::Placement;
+
+namespace {
+
+const ringrun_dtype kDtypes[] = {RINGRUN_FLOAT32, RINGRUN_FLOAT64, RINGRUN_FLOAT16, RINGRUN_BFLOAT16,
+                                 RINGRUN_INT32,   RINGRUN_INT64,   RINGRUN_UINT8};
+const ringrun_op kOps[] = {RINGRUN_SUM, RINGRUN_AVERAGE, RINGRUN_MIN, RINGRUN_MAX, RINGRUN_PRODUCT};
+
+// Rank r's element i: small integers; products stay within {-1, 1, 2} factors.
+double input_value(int rank, std::size_t i, ringrun_op op) {
+  if (op == RINGRUN_PRODUCT) {
+    static const double factors[] = {1, 2, -1, 1, 2};
+    return factors[(i * 3 + static_cast<std::size_t>(rank)) % 5];
+  }
+  return static_cast<double>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3) % 9) - 4);
+}
+
+void store_value(void* buf, std::size_t i, ringrun_dtype dtype, double v) {
+  switch (dtype) {
+    case RINGRUN_FLOAT32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case RINGRUN_FLOAT64: static_cast<double*>(buf)[i] = v; break;
+    case RINGRUN_FLOAT16: static_cast<std::uint16_t*>(buf)[i] = core::float_to_half(static_cast<float>(v)); break;
+    case RINGRUN_BFLOAT16: static_cast<std::uint16_t*>(buf)[i] = core::float_to_bfloat16(static_cast<float>(v)); break;
+    case RINGRUN_INT32: static_cast<std::int32_t*>(buf)[i] = static_cast<std::int32_t>(v); break;
+    case RINGRUN_INT64: static_cast<std::int64_t*>(buf)[i] = static_cast<std::int64_t>(v); break;
+    case RINGRUN_UINT8: static_cast<std::uint8_t*>(buf)[i] = static_cast<std::uint8_t>(static_cast<int>(v) & 0xff); break;
+  }
+}
+
+std::vector<char> make_input(int rank, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
+  std::vector<char> buf(count * core::dtype_size(dtype) + 1);
+  for (std::size_t i = 0; i < count; ++i) store_value(buf.data(), i, dtype, input_value(rank, i, op));
+  return buf;
+}
+
+// The serial reference: combine rank 0..n-1 with the same kernels, then average.
+std::vector<char> reference(int n, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
+  std::vector<char> result = make_input(0, count, dtype, op);
+  for (int r = 1; r < n; ++r) {
+    auto other = make_input(r, count, dtype, op);
+    core::reduce(result.data(), result.data(), other.data(), count, dtype, op);
+  }
+  if (op == RINGRUN_AVERAGE) core::finish_average(result.data(), count, dtype, n);
+  return result;
+}
+
+void check_allreduce_everything(int n, Placement placement, const std::vector<std::size_t>& sizes) {
+  // References once per case, shared by all rank threads.
+  struct Case {
+    ringrun_dtype dtype;
+    ringrun_op op;
+    std::size_t count;
+    std::vector<char> expected;
+  };
+  std::vector<Case> cases;
+  for (auto dtype : kDtypes)
+    for (auto op : kOps)
+      for (auto count : sizes) {
+        // The largest size runs for every dtype with sum and average, and for every op on float32.
+        if (count > 100000 && !(op == RINGRUN_SUM || op == RINGRUN_AVERAGE || dtype == RINGRUN_FLOAT32)) continue;
+        cases.push_back({dtype, op, count, reference(n, count, dtype, op)});
+      }
+  test::run_ranks(n, placement, [&](int rank, Communicator& comm) {
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      const Case& k = cases[c];
+      auto input = make_input(rank, k.count, k.dtype, k.op);
+      const std::size_t bytes = k.count * core::dtype_size(k.dtype);
+      const bool in_place = c % 2 == 0;
+      std::vector<char> output(bytes + 1, '\x5a');
+      if (in_place) {
+        comm.allreduce(input.data(), input.data(), k.count, k.dtype, k.op);
+        output.assign(input.begin(), input.begin() + static_cast<long>(bytes));
+        output.push_back('\x5a');
+      } else {
+        comm.allreduce(input.data(), output.data(), k.count, k.dtype, k.op);
+      }
+      INFO("rank ", rank, " of ", n, ", ", core::dtype_name(k.dtype), " ", core::op_name(k.op), ", count ", k.count,
+           in_place ? ", in place" : "");
+      bool equal = std::memcmp(output.data(), k.expected.data(), bytes) == 0;
+      if (!equal) {
+        static std::mutex m;
+        std::lock_guard lock(m);
+        FAIL_CHECK("allreduce result differs from the serial reference");
+      }
+      if (!in_place) CHECK(output[bytes] == '\x5a');  // nothing written past the end
+    }
+  });
+}
+
+}  // namespace
+
+TEST_CASE("fp16 and bf16 conversions") {
+  using namespace core;
+  CHECK(float_to_half(1.0f) == 0x3c00);
+  CHECK(float_to_half(-2.0f) == 0xc000);
+  CHECK(float_to_half(65504.0f) == 0x7bff);
+  CHECK(float_to_half(65520.0f) == 0x7c00);  // rounds up to infinity
+  CHECK(float_to_half(65519.0f) == 0x7bff);
+  CHECK(float_to_half(5.9604644775390625e-8f) == 0x0001);  // smallest subnormal
+  CHECK(float_to_half(0.1f) == 0x2e66);
+  CHECK(float_to_half(1.0f + 1.0f / 2048) == 0x3c00);  // tie rounds to even
+  CHECK(float_to_bfloat16(1.0f) == 0x3f80);
+  CHECK(bfloat16_to_float(0x4049) == doctest::Approx(3.140625));
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+    if (nan) continue;
+    if (float_to_half(half_to_float(static_cast<std::uint16_t>(h))) != h) {
+      FAIL_CHECK("half round trip fails for ", h);
+      break;
+    }
+  }
+}
+
+TEST_CASE("allreduce: every dtype and op against the serial reference, 1 to 8 ranks, TCP and shm") {
+  const std::vector<std::size_t> small = {0, 1, 7, 1000};
+  const std::vector<std::size_t> all = {0, 1, 7, 1000, (1u << 20) + 3};
+  for (auto placement : {Placement::separate_hosts, Placement::one_host}) {
+    for (int n = 1; n <= 8; ++n) {
+      CAPTURE(n);
+      INFO(test::placement_name(placement));
+      check_allreduce_everything(n, placement, (n <= 4 || n == 8) ? all : small);
+    }
+  }
+}
+
+TEST_CASE("allreduce: shared memory with a tiny slot takes many pipelined rounds") {
+  for (int n : {2, 3, 5}) {
+    test::run_ranks(n, Placement::one_host, [&](int rank, Communicator& comm) {
+      std::vector<float> data(100003);
+      for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((i + rank) % 11);
+      comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM);
+      for (std::size_t i = 0; i < data.size(); i += 997) {
+        float expected = 0;
+        for (int r = 0; r < n; ++r) expected += static_cast<float>((i + r) % 11);
+        REQUIRE(data[i] == expected);
+      }
+    }, 4096);
+  }
+}
+
+TEST_CASE("broadcast, allgather and barrier") {
+  for (auto placement : {Placement::separate_hosts, Placement::one_host}) {
+    for (int n : {1, 2, 3, 5, 8}) {
+      INFO(test::placement_name(placement), ", ", n, " ranks");
+      test::run_ranks(n, placement, [&](int rank, Communicator& comm) {
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{300001}}) {
+          for (int root = 0; root < n; root += (n > 3 ? 3 : 1)) {
+            std::vector<std::int32_t> buf(count);
+            for (std::size_t i = 0; i < count; ++i) buf[i] = rank == root ? static_cast<std::int32_t>(i * 3 + root) : -1;
+            comm.broadcast(buf.data(), count, RINGRUN_INT32, root);
+            for (std::size_t i = 0; i < count; ++i)
+              if (buf[i] != static_cast<std::int32_t>(i * 3 + root)) {
+                FAIL_CHECK("broadcast from root ", root, " wrong at ", i, " on rank ", rank);
+                break;
+              }
+          }
+          std::vector<std::int64_t> mine(count), all(count * n, -1);
+          for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 1000003 + static_cast<std::int64_t>(i);
+          comm.allgather(mine.data(), count, RINGRUN_INT64, all.data());
+          for (int r = 0; r < n; ++r)
+            for (std::size_t i = 0; i < count; ++i)
+              if (all[r * count + i] != r * 1000003 + static_cast<std::int64_t>(i)) {
+                FAIL_CHECK("allgather block ", r, " wrong at ", i, " on rank ", rank);
+                r = n;
+                break;
+              }
+          comm.barrier();
+        }
+        comm.finalize();
+      });
+    }
+  }
+}
+
+TEST_CASE("mismatched counts, dtypes or ops are reported on every rank") {
+  for (auto placement : {Placement::separate_hosts, Placement::one_host}) {
+    INFO(test::placement_name(placement));
+    std::vector<std::string> messages(4);
+    test::run_ranks(4, placement, [&](int rank, Communicator& comm) {
+      std::vector<float> data(1000, 1.0f);
+      comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM);
+      std::size_t count = rank == 2 ? 999 : 1000;
+      try {
+        comm.allreduce(data.data(), data.data(), count, RINGRUN_FLOAT32, RINGRUN_SUM);
+        messages[rank] = "no error";
+      } catch (const RuntimeError& e) {
+        CHECK(e.code() == RINGRUN_ERR_MISMATCH);
+        messages[rank] = e.what();
+      }
+      // The communicator stays unusable, with the first error.
+      CHECK_THROWS_AS(comm.barrier(), RuntimeError);
+    });
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank ", r, ": ", messages[r]);
+      CHECK(messages[r].find("disagree") != std::string::npos);
+      CHECK(messages[r].find("999") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("invalid arguments fail on the calling rank only and leave the communicator usable") {
+  test::run_ranks(2, Placement::one_host, [&](int rank, Communicator& comm) {
+    float x = 1;
+    CHECK_THROWS_AS(comm.allreduce(&x, &x, 1, static_cast<ringrun_dtype>(42), RINGRUN_SUM), RuntimeError);
+    CHECK_THROWS_AS(comm.allreduce(nullptr, &x, 1, RINGRUN_FLOAT32, RINGRUN_SUM), RuntimeError);
+    CHECK_THROWS_AS(comm.broadcast(&x, 1, RINGRUN_FLOAT32, 5), RuntimeError);
+    comm.allreduce(&x, &x, 1, RINGRUN_FLOAT32, RINGRUN_SUM);
+    CHECK(x == 2);
+    CHECK(comm.world().local_size == 2);
+    CHECK(comm.world().local_rank == rank);
+    CHECK(std::string(comm.transport_name()) == "shm");
+  });
+}
