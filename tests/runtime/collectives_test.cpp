@@ -8,55 +8,18 @@
 
 #include "core/dtype.hpp"
 #include "rank_threads.hpp"
+#include "reference.hpp"
 #include "ringrun/runtime.hpp"
 
 using namespace ringrun;
 using core::Communicator;
 using test::Placement;
+using test::kDtypes;
+using test::kOps;
+using test::make_input;
+using test::reference;
 
 namespace {
-
-const ringrun_dtype kDtypes[] = {RINGRUN_FLOAT32, RINGRUN_FLOAT64, RINGRUN_FLOAT16, RINGRUN_BFLOAT16,
-                                 RINGRUN_INT32,   RINGRUN_INT64,   RINGRUN_UINT8};
-const ringrun_op kOps[] = {RINGRUN_SUM, RINGRUN_AVERAGE, RINGRUN_MIN, RINGRUN_MAX, RINGRUN_PRODUCT};
-
-// Rank r's element i: small integers; products stay within {-1, 1, 2} factors.
-double input_value(int rank, std::size_t i, ringrun_op op) {
-  if (op == RINGRUN_PRODUCT) {
-    static const double factors[] = {1, 2, -1, 1, 2};
-    return factors[(i * 3 + static_cast<std::size_t>(rank)) % 5];
-  }
-  return static_cast<double>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3) % 9) - 4);
-}
-
-void store_value(void* buf, std::size_t i, ringrun_dtype dtype, double v) {
-  switch (dtype) {
-    case RINGRUN_FLOAT32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case RINGRUN_FLOAT64: static_cast<double*>(buf)[i] = v; break;
-    case RINGRUN_FLOAT16: static_cast<std::uint16_t*>(buf)[i] = core::float_to_half(static_cast<float>(v)); break;
-    case RINGRUN_BFLOAT16: static_cast<std::uint16_t*>(buf)[i] = core::float_to_bfloat16(static_cast<float>(v)); break;
-    case RINGRUN_INT32: static_cast<std::int32_t*>(buf)[i] = static_cast<std::int32_t>(v); break;
-    case RINGRUN_INT64: static_cast<std::int64_t*>(buf)[i] = static_cast<std::int64_t>(v); break;
-    case RINGRUN_UINT8: static_cast<std::uint8_t*>(buf)[i] = static_cast<std::uint8_t>(static_cast<int>(v) & 0xff); break;
-  }
-}
-
-std::vector<char> make_input(int rank, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
-  std::vector<char> buf(count * core::dtype_size(dtype) + 1);
-  for (std::size_t i = 0; i < count; ++i) store_value(buf.data(), i, dtype, input_value(rank, i, op));
-  return buf;
-}
-
-// The serial reference: combine rank 0..n-1 with the same kernels, then average.
-std::vector<char> reference(int n, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
-  std::vector<char> result = make_input(0, count, dtype, op);
-  for (int r = 1; r < n; ++r) {
-    auto other = make_input(r, count, dtype, op);
-    core::reduce(result.data(), result.data(), other.data(), count, dtype, op);
-  }
-  if (op == RINGRUN_AVERAGE) core::finish_average(result.data(), count, dtype, n);
-  return result;
-}
 
 void check_allreduce_everything(int n, Placement placement, const std::vector<std::size_t>& sizes) {
   // References once per case, shared by all rank threads.
@@ -224,4 +187,35 @@ TEST_CASE("invalid arguments fail on the calling rank only and leave the communi
     CHECK(comm.world().local_rank == rank);
     CHECK(std::string(comm.transport_name()) == "shm");
   });
+}
+
+TEST_CASE("a rank that drops out mid-job makes every other rank fail within 5 s, naming it") {
+  for (auto placement : {Placement::separate_hosts, Placement::one_host}) {
+    INFO(test::placement_name(placement));
+    std::vector<std::string> messages(4);
+    std::vector<double> seconds(4);
+    test::run_ranks(4, placement, [&](int rank, Communicator& comm) {
+      std::vector<float> data((1 << 20) + 3, 1.0f);
+      for (int i = 0;; ++i) {
+        if (rank == 2 && i == 3) {
+          comm.abort();  // what a crash looks like to the others: every connection closes
+          return;
+        }
+        auto start = std::chrono::steady_clock::now();
+        try {
+          comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX);
+        } catch (const RuntimeError& e) {
+          seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          messages[rank] = e.what();
+          CHECK(e.code() == RINGRUN_ERR_PEER);
+          return;
+        }
+      }
+    });
+    for (int r : {0, 1, 3}) {
+      INFO("rank ", r, ": ", messages[r]);
+      CHECK(messages[r].find("rank 2 (host node") != std::string::npos);
+      CHECK(seconds[r] < 5.0);
+    }
+  }
 }

@@ -90,8 +90,26 @@ void TcpMesh::close() {
 }
 
 void TcpMesh::peer_failed(int peer, const char* what, int error) {
-  if (error == 0)
-    throw RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: {} closed its connection", what, world_.describe(peer)));
+  if (error == 0) {
+    // When a rank dies, the rank that notices first fails and exits too; a third rank may see that
+    // exit first. Name every peer that has closed by now, so the one that died is named as well.
+    std::vector<int> closed;
+    for (int other = 0; other < world_.size; ++other) {
+      if (other == peer) {
+        closed.push_back(other);
+        continue;
+      }
+      if (!fds_[other]) continue;
+      pollfd p{fds_[other].get(), POLLRDHUP, 0};
+      if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) closed.push_back(other);
+    }
+    if (closed.size() == 1)
+      throw RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: {} closed its connection", what, world_.describe(peer)));
+    std::string names;
+    for (std::size_t i = 0; i < closed.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == closed.size() ? " and " : ", ") + world_.describe(closed[i]);
+    throw RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: {} closed their connections", what, names));
+  }
   throw RuntimeError(RINGRUN_ERR_PEER,
                      fmt::format("{}: connection to {} failed: {}", what, world_.describe(peer), std::strerror(error)));
 }

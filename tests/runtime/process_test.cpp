@@ -1,0 +1,146 @@
+// Real processes: ranks started directly (MASTER_ADDR bootstrap, rank 0 hosts the store), a rank
+// killed with SIGKILL in the middle of a job, and plain `mpirun` (PMIx / OMPI_* bootstrap).
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+const std::string kRankProgram = std::string(RINGRUN_BINARY_DIR) + "/tests/runtime_test_rank";
+
+std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Result {
+  int status = -1;
+  std::string output;
+};
+
+// Runs argv with extra environment, output to a file; returns exit code (128+signal) and output.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, const std::string& out) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    // Start clean of launcher variables of whatever runs the tests.
+    if (entry.rfind("RINGRUN_", 0) == 0 || entry.rfind("OMPI_", 0) == 0 || entry.rfind("PMIX_", 0) == 0 ||
+        entry.rfind("SLURM_", 0) == 0 || entry.rfind("MASTER_", 0) == 0)
+      continue;
+    env.push_back(entry);
+  }
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> args, envp;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE_MESSAGE(rc == 0, "cannot start ", argv[0]);
+  return pid;
+}
+
+Result wait_for(pid_t pid, const std::string& out) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  Result r;
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  r.output = text.str();
+  return r;
+}
+
+std::vector<Result> run_direct(int n, const std::string& mode) {
+  std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  std::vector<std::string> outs;
+  for (int r = 0; r < n; ++r) {
+    outs.push_back(std::string(RINGRUN_BINARY_DIR) + "/tests/process_test." + mode + "." + std::to_string(r) + ".out");
+    pids.push_back(spawn({kRankProgram, mode},
+                         {"RINGRUN_RANK=" + std::to_string(r), "RINGRUN_SIZE=" + std::to_string(n),
+                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RINGRUN_START_TIMEOUT=20"},
+                         outs.back()));
+  }
+  std::vector<Result> results;
+  for (int r = 0; r < n; ++r) results.push_back(wait_for(pids[r], outs[r]));
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE("processes started directly (MASTER_ADDR): every dtype and op") {
+  for (int n : {2, 3}) {
+    auto results = run_direct(n, "check");
+    for (int r = 0; r < n; ++r) {
+      INFO("rank ", r, " of ", n, " output: ", results[r].output);
+      CHECK(results[r].status == 0);
+      CHECK(results[r].output.find("ok") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a rank killed mid-job makes every other rank fail within 5 s, naming it") {
+  const int n = 4;
+  auto results = run_direct(n, "die");
+  for (int r = 0; r < n; ++r) {
+    INFO("rank ", r, " output: ", results[r].output);
+    if (r == n - 2) {
+      CHECK(results[r].status == 128 + SIGKILL);
+      continue;
+    }
+    CHECK(results[r].status == 3);
+    // "rank 2 (host h) closed its connection", or, when the first rank to notice has already
+    // exited, "rank 0 (host h) and rank 2 (host h) closed their connections".
+    CHECK(results[r].output.find("rank 2 (host") != std::string::npos);
+    CHECK(results[r].output.find("closed") != std::string::npos);
+    auto at = results[r].output.find("failed after ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stol(results[r].output.substr(at + 13)) < 5000);
+  }
+}
+
+TEST_CASE("plain mpirun -np 4 (PMIx bootstrap)") {
+  if (::access("/usr/bin/mpirun", X_OK) != 0) {
+    MESSAGE("skipped: /usr/bin/mpirun not found");
+    return;
+  }
+  std::string out = std::string(RINGRUN_BINARY_DIR) + "/tests/process_test.mpirun.out";
+  pid_t pid = spawn({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4", "--mca", "btl", "self,vader",
+                     "--mca", "pml", "ob1", kRankProgram, "check"},
+                    {"OMPI_MCA_rmaps_base_oversubscribe=1"}, out);
+  Result result = wait_for(pid, out);
+  INFO("mpirun output: ", result.output);
+  CHECK(result.status == 0);
+  for (int r = 0; r < 4; ++r)
+    CHECK(result.output.find("rank " + std::to_string(r) + " of 4: local " + std::to_string(r) + " of 4: ok") !=
+          std::string::npos);
+}

@@ -1,0 +1,77 @@
+// One rank of a multi-process test, through the C API only. Started by the process tests (with
+// RINGRUN_RANK/SIZE and MASTER_ADDR/PORT) or by plain mpirun (OMPI_* and PMIx).
+//   test_rank check   every dtype x op at several sizes against the serial reference; exit 0
+//   test_rank die     allreduce in a loop; rank size-2 kills itself (SIGKILL) after a few calls;
+//                     the others print "rank R: failed after T ms: <error>" and exit 3
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "reference.hpp"
+#include "ringrun/ringrun.h"
+
+using namespace ringrun::test;
+
+static int check() {
+  const int rank = ringrun_rank(), n = ringrun_size();
+  int failures = 0;
+  for (auto dtype : kDtypes)
+    for (auto op : kOps)
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{(1u << 20) + 3}}) {
+        if (count > 100000 && op != RINGRUN_SUM) continue;
+        auto data = make_input(rank, count, dtype, op);
+        auto expected = reference(n, count, dtype, op);
+        if (ringrun_allreduce(data.data(), data.data(), count, dtype, op) != 0) {
+          std::fprintf(stderr, "rank %d: allreduce failed: %s\n", rank, ringrun_last_error());
+          return 1;
+        }
+        if (std::memcmp(data.data(), expected.data(), count * ringrun::core::dtype_size(dtype)) != 0) {
+          std::fprintf(stderr, "rank %d: wrong result for %s %s count %zu\n", rank, ringrun::core::dtype_name(dtype),
+                       ringrun::core::op_name(op), count);
+          ++failures;
+        }
+      }
+  std::vector<int> ranks(n, -1);
+  int mine = rank;
+  if (ringrun_allgather(&mine, 1, RINGRUN_INT32, ranks.data()) != 0 || ringrun_barrier() != 0) {
+    std::fprintf(stderr, "rank %d: allgather/barrier failed: %s\n", rank, ringrun_last_error());
+    return 1;
+  }
+  for (int r = 0; r < n; ++r) failures += ranks[r] != r;
+  std::printf("rank %d of %d: local %d of %d: %s\n", rank, n, ringrun_local_rank(), ringrun_local_size(),
+              failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+static int die() {
+  const int rank = ringrun_rank(), n = ringrun_size();
+  std::vector<float> data(1 << 20, 1.0f);
+  for (int i = 0;; ++i) {
+    if (rank == n - 2 && i == 5) ::kill(::getpid(), SIGKILL);
+    auto start = std::chrono::steady_clock::now();
+    if (ringrun_allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX) != 0) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+      std::printf("rank %d: failed after %lld ms: %s\n", rank, static_cast<long long>(ms), ringrun_last_error());
+      std::fflush(stdout);
+      return 3;
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "check";
+  if (ringrun_init() != 0) {
+    std::fprintf(stderr, "ringrun_init: %s\n", ringrun_last_error());
+    return 2;
+  }
+  int rc = mode == "die" ? die() : check();
+  if (ringrun_finalize() != 0 && rc == 0) {
+    std::fprintf(stderr, "ringrun_finalize: %s\n", ringrun_last_error());
+    rc = 1;
+  }
+  return rc;
+}
