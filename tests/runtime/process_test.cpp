@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -79,13 +80,14 @@ Result wait_for(pid_t pid, const std::string& out) {
   return r;
 }
 
-std::vector<Result> run_direct(int n, const std::string& mode) {
+std::vector<Result> run_direct(int n, const std::string& mode, const std::string& program = kRankProgram) {
   std::string port = std::to_string(free_port());
   std::vector<pid_t> pids;
   std::vector<std::string> outs;
   for (int r = 0; r < n; ++r) {
-    outs.push_back(std::string(RINGRUN_BINARY_DIR) + "/tests/process_test." + mode + "." + std::to_string(r) + ".out");
-    pids.push_back(spawn({kRankProgram, mode},
+    outs.push_back(std::string(RINGRUN_BINARY_DIR) + "/tests/process_test." + (mode.empty() ? "example" : mode) + "." +
+                   std::to_string(r) + ".out");
+    pids.push_back(spawn(mode.empty() ? std::vector<std::string>{program} : std::vector<std::string>{program, mode},
                          {"RINGRUN_RANK=" + std::to_string(r), "RINGRUN_SIZE=" + std::to_string(n),
                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RINGRUN_START_TIMEOUT=20"},
                          outs.back()));
@@ -143,4 +145,28 @@ TEST_CASE("plain mpirun -np 4 (PMIx bootstrap)") {
   for (int r = 0; r < 4; ++r)
     CHECK(result.output.find("rank " + std::to_string(r) + " of 4: local " + std::to_string(r) + " of 4: ok") !=
           std::string::npos);
+}
+
+TEST_CASE("the training example: final loss and weights under 1 and 4 ranks agree to 1e-5") {
+  const std::string example = std::string(RINGRUN_BINARY_DIR) + "/bin/ringrun-example-train";
+  auto last_numbers = [](const std::string& output) {
+    // "epoch 15 loss L" lines and "final ranks N weights checksum C".
+    auto loss_at = output.rfind(" loss ");
+    auto sum_at = output.rfind("checksum ");
+    REQUIRE(loss_at != std::string::npos);
+    REQUIRE(sum_at != std::string::npos);
+    return std::pair{std::stod(output.substr(loss_at + 6)), std::stod(output.substr(sum_at + 9))};
+  };
+  std::string out = std::string(RINGRUN_BINARY_DIR) + "/tests/process_test.example.single.out";
+  Result single = wait_for(spawn({example}, {}, out), out);  // no launcher variables: one rank
+  INFO("1 rank: ", single.output);
+  REQUIRE(single.status == 0);
+  auto results = run_direct(4, "", example);
+  INFO("4 ranks, rank 0: ", results[0].output);
+  for (auto& r : results) REQUIRE(r.status == 0);
+  auto [loss1, sum1] = last_numbers(single.output);
+  auto [loss4, sum4] = last_numbers(results[0].output);
+  CHECK(std::abs(loss1 - loss4) < 1e-5);
+  CHECK(std::abs(sum1 - sum4) < 1e-5);
+  CHECK(results[0].output.find("final ranks 4") != std::string::npos);
 }
