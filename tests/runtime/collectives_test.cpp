@@ -213,7 +213,7 @@ TEST_CASE("a rank that drops out mid-job makes every other rank fail within 5 s,
       }
     });
     for (int r : {0, 1, 3}) {
-      INFO("rank ", r, ": ", messages[r]);
+      INFO("rank ", r, ": ", messages[r], " | all: ", messages[0], " | ", messages[1], " | ", messages[3]);
       CHECK(messages[r].find("rank 2 (host node") != std::string::npos);
       CHECK(seconds[r] < 5.0);
     }

@@ -172,21 +172,25 @@ void Communicator::finalize() {
   if (closed_) return;
   struct Closer {
     Communicator* self;
-    ~Closer() { self->abort(); }
+    bool orderly = false;
+    ~Closer() { self->close(orderly); }
   } closer{this};
   if (broken_code_ || !tcp_) return;
   // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets, and
   // every peer has by then sent its barrier header, so no peer mistakes the close for a death.
   OpHeader header{.seq = ++seq_, .kind = Collective::barrier};
   tcp_->barrier(header);
+  closer.orderly = true;
 }
 
-void Communicator::abort() {
+void Communicator::abort() { close(false); }
+
+void Communicator::close(bool orderly) {
   closed_ = true;
   shm_.reset();
   tcp_.reset();
   transport_ = nullptr;
-  if (mesh_) mesh_->close();
+  if (mesh_) mesh_->close(orderly);
   mesh_.reset();
 }
 

@@ -60,6 +60,7 @@ class Communicator {
 
  private:
   Communicator() = default;
+  void close(bool orderly);
   template <typename Body> void run(Collective kind, const char* name, Body&& body);
 
   World world_;

@@ -79,35 +79,56 @@ TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds
     fds_[peer] = std::move(fd);
     --waiting;
   }
-  for (auto& fd : fds_)
-    if (fd) net::set_nonblocking(fd.get(), true);
+  // Abortive close by default: a rank that crashes (or aborts) resets its connections at once.
+  // An orderly close would queue its FIN behind unsent data that a peer may never read, and that
+  // peer would not learn of the death.
+  linger abortive{1, 0};
+  for (auto& fd : fds_) {
+    if (!fd) continue;
+    net::set_nonblocking(fd.get(), true);
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
+  }
 }
 
 TcpMesh::~TcpMesh() = default;
 
-void TcpMesh::close() {
-  for (auto& fd : fds_) fd.reset();
+void TcpMesh::close(bool orderly) {
+  // After the finalize barrier an orderly close lets the last bytes (our barrier header) arrive.
+  linger off{0, 0};
+  for (auto& fd : fds_) {
+    if (fd && orderly) ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &off, sizeof off);
+    fd.reset();
+  }
 }
 
 void TcpMesh::peer_failed(int peer, const char* what, int error) {
   if (error == 0) {
-    // When a rank dies, the rank that notices first fails and exits too; a third rank may see that
-    // exit first. Name every peer that has closed by now, so the one that died is named as well.
-    std::vector<int> closed;
-    for (int other = 0; other < world_.size; ++other) {
-      if (other == peer) {
-        closed.push_back(other);
-        continue;
+    // When a rank dies, the rank that notices first fails and exits too, and a third rank may see
+    // that exit first. Name every peer that has closed within a short grace period (a dying
+    // process's sockets close one after another), so the one that died is named as well.
+    std::vector<bool> closed(world_.size, false);
+    closed[peer] = true;
+    auto until = net::Clock::now() + std::chrono::milliseconds(20);
+    do {
+      std::vector<pollfd> fds;
+      std::vector<int> peers;
+      for (int other = 0; other < world_.size; ++other) {
+        if (!fds_[other] || closed[other]) continue;
+        fds.push_back({fds_[other].get(), POLLRDHUP, 0});
+        peers.push_back(other);
       }
-      if (!fds_[other]) continue;
-      pollfd p{fds_[other].get(), POLLRDHUP, 0};
-      if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) closed.push_back(other);
-    }
-    if (closed.size() == 1)
+      if (fds.empty() || ::poll(fds.data(), fds.size(), 2) < 0) break;
+      for (std::size_t i = 0; i < fds.size(); ++i)
+        if (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) closed[peers[i]] = true;
+    } while (net::Clock::now() < until);
+    std::vector<int> ranks;
+    for (int r = 0; r < world_.size; ++r)
+      if (closed[r]) ranks.push_back(r);
+    if (ranks.size() == 1)
       throw RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: {} closed its connection", what, world_.describe(peer)));
     std::string names;
-    for (std::size_t i = 0; i < closed.size(); ++i)
-      names += (i == 0 ? "" : i + 1 == closed.size() ? " and " : ", ") + world_.describe(closed[i]);
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + world_.describe(ranks[i]);
     throw RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: {} closed their connections", what, names));
   }
   throw RuntimeError(RINGRUN_ERR_PEER,

@@ -70,8 +70,9 @@ class TcpMesh {
   // Small all-to-all: sends `mine` (len bytes) to every peer and returns everyone's in rank order.
   std::vector<std::string> exchange_all(const std::string& mine, const char* what);
 
-  // Closes every connection.
-  void close();
+  // Closes every connection: orderly (remaining data is delivered) after the finalize barrier,
+  // else abortive (the peers see a reset at once, as when this process dies).
+  void close(bool orderly);
 
  private:
   [[noreturn]] void peer_failed(int peer, const char* what, int error);
