@@ -2,6 +2,10 @@
 // closest NIC (with the fallbacks the fixtures' README names) and NCCL_IB_HCA.
 #include <doctest/doctest.h>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "fixtures.hpp"
@@ -231,4 +235,37 @@ TEST_CASE("plan: live topology of this machine, CPU-only ranks get disjoint non-
   const auto slots = plan_node(t, ranks, cpu_only());
   for (const auto& slot : slots) CHECK_FALSE(slot.cpus.empty());
   check_cpusets(t, slots, pus >= 2 * t.cores.size());
+}
+
+TEST_CASE("bind_to_cpus: a rank's sched_getaffinity matches its planned cpus (live, in a child process)") {
+  const Topology t = load_live();
+  size_t pus = 0;
+  for (const auto& core : t.cores) pus += core.pus.size();
+  const auto slots = plan_node(t, static_cast<int>(std::min<size_t>(pus, 2)), cpu_only());
+  for (const auto& slot : slots) {
+    CAPTURE(format_cpulist(slot.cpus));
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // Child: bind, then report through the exit code whether the kernel agrees (no doctest here).
+      try {
+        bind_to_cpus(slot.cpus);
+      } catch (...) {
+        _exit(2);
+      }
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      if (sched_getaffinity(0, sizeof(set), &set) != 0) _exit(3);
+      std::vector<unsigned> got;
+      for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) got.push_back(c);
+      }
+      _exit(got == slot.cpus ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK_NOTHROW(bind_to_cpus({}));
 }

@@ -83,6 +83,12 @@ struct LocalSlot {
 // with a one-line message (e.g. more ranks than GPUs, naming both counts).
 std::vector<LocalSlot> plan_node(const Topology& topo, int local_size, const NodeOptions& options);
 
+// Binds the calling process (all its threads) to `cpus` (PU OS indexes) with hwloc_set_cpubind;
+// with mem_bind_local also its memory to those cpus' NUMA nodes (hwloc_set_membind, BIND policy).
+// The task shim calls this before exec. Empty cpus: nothing. Throws TopologyError naming the cpu
+// list and the system's reason.
+void bind_to_cpus(const std::vector<unsigned>& cpus, bool mem_bind_local = false);
+
 // "0-3,8,10-11"
 std::string format_cpulist(const std::vector<unsigned>& cpus);
 // The inverse: "0-3,8" -> {0,1,2,3,8}, sorted and unique; throws std::invalid_argument naming the
