@@ -1,0 +1,188 @@
+#include <ringrun/cli.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <set>
+
+#ifndef RINGRUN_VERSION
+#define RINGRUN_VERSION "0.0.0"
+#endif
+
+namespace ringrun {
+namespace {
+
+// horovodrun spells some long options with one dash; CLI11 wants two. Rewrite them up to the
+// program name only, so the program's own arguments reach it untouched.
+std::vector<std::string> normalize(const std::vector<std::string>& args, const CLI::App& app) {
+  static const std::map<std::string, std::string> kAliases = {
+      {"-np", "--num-proc"}, {"-hostfile", "--hostfile"}};
+  std::vector<std::string> out;
+  bool done = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (done || i == 0) {
+      out.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      done = true;
+      out.push_back(a);
+      continue;
+    }
+    std::string name = a;
+    if (auto it = kAliases.find(a); it != kAliases.end()) name = it->second;
+    out.push_back(name);
+    if (name.size() < 2 || name[0] != '-') {
+      done = true;  // the program (or a subcommand) starts here
+      continue;
+    }
+    if (name.find('=') != std::string::npos) continue;
+    const CLI::Option* opt = app.get_option_no_throw(name);
+    if (opt && opt->get_type_size() != 0 && i + 1 < args.size()) out.push_back(args[++i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Invocation parse_command_line(const std::vector<std::string>& args) {
+  Invocation inv;
+  auto& L = inv.launch;
+  CLI::App app{"ringrun: launch a distributed training job on this host, under srun in a SLURM allocation, or "
+               "under mpirun; one GPU, its closest cores and NIC per rank.",
+               "ringrun"};
+  app.footer("Usage: ringrun [OPTIONS] [--] PROGRAM [ARGS...]  |  ringrun topo|template [OPTIONS]\n"
+             "Exit status: the failing rank's code (128+signal), 2 for bad usage, 127 when the program cannot be "
+             "executed.\nSee ringrun(1).");
+  app.prefix_command();  // everything from the program name on belongs to the program
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.set_version_flag("--version", std::string("ringrun ") + RINGRUN_VERSION);
+  app.get_formatter()->column_width(40);
+
+  std::optional<int> num_proc;
+  app.add_option("--num-proc", num_proc, "Number of ranks (also -np). Default: the allocation's tasks, else its "
+                                         "GPUs, else 1 per host; locally the GPUs, else 1")
+      ->option_text("N (-np N)");
+  app.add_option("-H,--hosts", inv.hosts, "Hosts and slots, e.g. n1:4,n2:4 (mpirun backend)");
+  app.add_option("--hostfile", inv.hostfile, "File of 'host slots=N' lines (also -hostfile)");
+  std::string launcher = "auto";
+  app.add_option("--launcher", launcher, "auto (srun in a SLURM allocation, mpirun for remote -H hosts, else "
+                                         "local), local, srun or mpirun")
+      ->check(CLI::IsMember({"auto", "local", "srun", "mpirun"}));
+  app.add_option("-x,--env", L.env_args, "Set NAME=VALUE, or pass NAME from this environment, in every rank "
+                                         "(repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME[=VALUE]");
+  std::optional<std::string> output_dir;
+  app.add_option("--output-filename", output_dir, "Also write each rank's output to DIR/rank.N/stdout and stderr")
+      ->type_name("DIR");
+  bool no_tag = false;
+  app.add_flag("--no-tag-output", no_tag, "Do not prefix output lines with [RANK]<stdout>:");
+  app.add_option("--network-interface", L.network_interface,
+                 "Interface for NCCL and the runtime (NCCL_SOCKET_IFNAME=='IF'); skips detection")
+      ->type_name("IF");
+  app.add_option("--start-timeout", L.start_timeout_s, "Seconds the ranks may take to meet (default 30 + 1 per 8 "
+                                                        "hosts)")
+      ->type_name("SECONDS");
+  app.add_option("--grace-period", inv.supervisor.grace_period_s,
+                 "Seconds between SIGTERM and SIGKILL when the job stops (default 10)")
+      ->type_name("SECONDS")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--oversubscribe", L.oversubscribe, "Allow more ranks than slots");
+  app.add_flag("--dry-run", inv.dry_run, "Print the plan and start nothing");
+  app.add_flag("--json", inv.json, "With --dry-run (and topo, doctor): print JSON");
+  app.add_option("--topology", inv.topology_file, "Plan with this hwloc XML export instead of this host's topology")
+      ->type_name("FILE");
+  app.add_flag("-v,--verbose", inv.verbose, "Print the plan, the backend's command and why choices were made");
+  app.add_option("--gpus-per-rank", L.node.gpus_per_rank, "GPUs per rank: 1 (default) or 0 for CPU-only ranks")
+      ->check(CLI::Range(0, 1));
+  std::string bind = "cores";
+  app.add_option("--bind", bind, "cores (default: the cores local to the rank's GPU) or none")
+      ->check(CLI::IsMember({"cores", "none"}));
+  app.add_option("--cpus-per-rank", L.node.cpus_per_rank, "Cap the cores each rank is bound to")
+      ->check(CLI::PositiveNumber)
+      ->type_name("N");
+  app.add_option("--fusion-threshold-mb", L.fusion_threshold_mb, "Engine: fusion buffer size in MiB (default 128)")
+      ->type_name("MB")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--cycle-time-ms", L.cycle_time_ms, "Engine: cycle time in ms (default 1)")
+      ->type_name("MS")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeline-filename", L.timeline_filename, "Engine: write a Chrome trace timeline to FILE")
+      ->type_name("FILE");
+  app.add_option("--stall-check-warning-time-seconds", L.stall_check_warning_s,
+                 "Engine: warn about tensors waiting this long (default 60)")
+      ->type_name("SECONDS")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--stall-check-shutdown-time-seconds", L.stall_check_shutdown_s,
+                 "Engine: stop the job when a tensor waits this long (default: never)")
+      ->type_name("SECONDS")
+      ->check(CLI::NonNegativeNumber);
+
+  // Subcommands. Options given after the subcommand name fall through to the ones above.
+  app.fallthrough();
+  CLI::App* topo = app.add_subcommand("topo", "Show this host's (or --topology FILE's) GPUs, cores and NICs, and the "
+                                              "slots -np N ranks would get");
+  CLI::App* tmpl = app.add_subcommand("template", "Print a filled-in sbatch template");
+  tmpl->add_option("name", inv.template_name, "single-node, multi-node-srun, multi-node-mpirun or preemptible")
+      ->required();
+  std::optional<int> nodes;
+  tmpl->add_option("--nodes", nodes, "Nodes of the job")->check(CLI::PositiveNumber);
+  tmpl->add_option("--gpus-per-node", inv.template_gpus_per_node, "GPUs per node")->check(CLI::NonNegativeNumber);
+  tmpl->add_option("--time", inv.template_time, "Time limit (HH:MM:SS)");
+  tmpl->prefix_command();
+  CLI::App* task = app.add_subcommand("task", "Task shim run by srun/mpirun on each rank (internal)");
+  task->prefix_command();
+  task->group("");
+
+  std::vector<std::string> normalized = normalize(args, app);
+  std::vector<std::string> reversed(normalized.rbegin(), normalized.rend() - 1);
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    inv.command = Command::help;
+    inv.help_text = app.help();
+    return inv;
+  } catch (const CLI::CallForVersion&) {
+    inv.command = Command::version;
+    inv.help_text = std::string("ringrun ") + RINGRUN_VERSION + "\n";
+    return inv;
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    throw UsageError(fmt::format("{} (see ringrun --help)", what));
+  }
+
+  L.num_proc = num_proc;
+  auto program_of = [](std::vector<std::string> rest) {
+    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+    return rest;
+  };
+  L.program = program_of(app.remaining());
+  if (topo->parsed()) inv.command = Command::topo;
+  if (tmpl->parsed()) {
+    inv.command = Command::template_;
+    inv.template_nodes = nodes.value_or(0);
+    L.program = program_of(tmpl->remaining());
+  }
+  if (task->parsed()) {
+    inv.command = Command::task;
+    L.program = program_of(task->remaining());
+    return inv;
+  }
+  if (launcher == "local") L.launcher = LauncherKind::local;
+  else if (launcher == "srun") L.launcher = LauncherKind::srun;
+  else if (launcher == "mpirun") L.launcher = LauncherKind::mpirun;
+  L.node.bind = bind != "none";
+  inv.supervisor.tag_output = !no_tag;
+  inv.supervisor.output_directory = output_dir;
+  inv.supervisor.verbose = inv.verbose;
+  if (inv.hosts && inv.hostfile) throw UsageError("-H and --hostfile both given; use one of them");
+  if (num_proc && *num_proc < 1)
+    throw UsageError(fmt::format("-np {} : the number of ranks must be at least 1", *num_proc));
+  if (L.program.empty() && !inv.dry_run && inv.command == Command::run)
+    throw UsageError("no program given; write: ringrun [OPTIONS] [--] PROGRAM [ARGS...] (see ringrun --help)");
+  return inv;
+}
+
+}  // namespace ringrun

@@ -1,0 +1,150 @@
+// The srun and mpirun backends: one launcher process whose tasks are `ringrun task`, the task
+// shim, which plans its own node from its own topology and execs the program.
+#include "backend.hpp"
+
+#include <ringrun/slurm.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+namespace ringrun {
+
+std::unique_ptr<Backend> make_local_backend();
+
+namespace {
+
+std::string self_executable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "ringrun";
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// What every task needs to plan itself: the layout, the store, the knobs. Values travel in the
+// launcher's environment; srun exports it whole and mpirun gets `-x NAME` (never the value) so
+// the secret is not on any command line.
+std::map<std::string, std::string> shared_environment(const Plan& plan, const LaunchOptions& options) {
+  std::map<std::string, std::string> env;
+  if (plan.ranks.empty()) return env;
+  const auto& first = plan.ranks.front().env;
+  for (const char* name : {"RINGRUN_STORE_ADDR", "RINGRUN_JOB_SECRET", "RINGRUN_START_TIMEOUT", "RINGRUN_SIZE",
+                           "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RINGRUN_NETWORK_INTERFACE",
+                           "RINGRUN_FUSION_THRESHOLD_MB", "RINGRUN_CYCLE_TIME_MS", "RINGRUN_TIMELINE_FILENAME",
+                           "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"})
+    if (auto it = first.find(name); it != first.end()) env[name] = it->second;
+  std::string layout, hosts;
+  for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+    int n = 0;
+    for (const auto& r : plan.ranks) n += r.host_index == h;
+    layout += (h ? "," : "") + std::to_string(n);
+    hosts += (h ? "," : "") + plan.hosts[h];
+  }
+  env["RINGRUN_LAYOUT"] = layout;
+  env["RINGRUN_HOSTS"] = hosts;
+  env["RINGRUN_GPUS_PER_RANK"] = std::to_string(options.node.gpus_per_rank);
+  env["RINGRUN_BIND"] = options.node.bind ? "cores" : "none";
+  if (options.node.cpus_per_rank) env["RINGRUN_CPUS_PER_RANK"] = std::to_string(*options.node.cpus_per_rank);
+  for (const auto& x : options.env_args) {
+    auto eq = x.find('=');
+    std::string name = x.substr(0, eq);
+    if (auto it = first.find(name); it != first.end()) env[name] = it->second;
+  }
+  return env;
+}
+
+std::vector<std::string> shim_tail(const Plan& plan) {
+  std::vector<std::string> tail = {self_executable(), "task", "--"};
+  tail.insert(tail.end(), plan.command.begin(), plan.command.end());
+  return tail;
+}
+
+class ClusterBackend : public Backend {
+ public:
+  std::vector<std::string> command(const Plan& plan, const LaunchOptions& options, const Environment& env) const override {
+    shared_ = shared_environment(plan, options);
+    argv_ = launcher_argv(plan, options, env);
+    return argv_;
+  }
+  std::vector<ProcessSpec> processes(const Plan& plan, const Environment& env) const override {
+    ProcessSpec p;
+    p.rank = 0;
+    p.host = plan.hosts.empty() ? "?" : plan.hosts.front();
+    p.label = argv_.at(0);
+    p.argv = argv_;
+    p.env = merge_environment(env, shared_);
+    auto it = env.find("PATH");
+    p.executable = resolve_program(argv_.at(0), it != env.end() ? it->second : "/usr/bin:/bin");
+    p.stdin_inherit = true;
+    p.retag = retag();
+    return {p};
+  }
+
+ protected:
+  virtual std::vector<std::string> launcher_argv(const Plan&, const LaunchOptions&, const Environment&) const = 0;
+  virtual OutputRetag retag() const = 0;
+  mutable std::map<std::string, std::string> shared_;
+  mutable std::vector<std::string> argv_;
+};
+
+class SrunBackend final : public ClusterBackend {
+  std::vector<std::string> launcher_argv(const Plan& plan, const LaunchOptions& options, const Environment&) const override {
+    std::vector<std::string> argv = {"srun",
+                                     fmt::format("--ntasks={}", plan.world_size),
+                                     fmt::format("--nodes={}", plan.hosts.size()),
+                                     "--distribution=block",
+                                     "--kill-on-bad-exit=1",
+                                     "--cpu-bind=none",  // the task shim pins, from the topology
+                                     "--label"};
+    // PMIx lets the runtime exchange addresses without ringrun's store; only where srun has it.
+    for (const auto& plugin : options.srun_mpi_plugins)
+      if (plugin == "pmix") {
+        argv.push_back("--mpi=pmix");
+        break;
+      }
+    if (plan.hosts.size() > 0) {
+      std::string list;
+      for (std::size_t i = 0; i < plan.hosts.size(); ++i) list += (i ? "," : "") + plan.hosts[i];
+      argv.push_back("--nodelist=" + list);
+    }
+    auto tail = shim_tail(plan);
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    return argv;
+  }
+  OutputRetag retag() const override { return OutputRetag::srun_label; }
+};
+
+class MpirunBackend final : public ClusterBackend {
+  std::vector<std::string> launcher_argv(const Plan& plan, const LaunchOptions& options, const Environment&) const override {
+    std::vector<std::string> argv = {"mpirun"};
+    if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+    argv.push_back("--tag-output");
+    argv.push_back("-np");
+    argv.push_back(std::to_string(plan.world_size));
+    std::string hosts;
+    for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+      int n = 0;
+      for (const auto& r : plan.ranks) n += r.host_index == h;
+      hosts += fmt::format("{}{}:{}", h ? "," : "", plan.hosts[h], n);
+    }
+    argv.insert(argv.end(), {"-H", hosts, "--bind-to", "none", "--map-by", "slot"});
+    if (options.oversubscribe) argv.push_back("--oversubscribe");
+    for (const auto& [name, value] : shared_) argv.insert(argv.end(), {"-x", name});
+    auto tail = shim_tail(plan);
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    return argv;
+  }
+  OutputRetag retag() const override { return OutputRetag::mpirun_tag; }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(LauncherKind kind) {
+  switch (kind) {
+    case LauncherKind::srun: return std::make_unique<SrunBackend>();
+    case LauncherKind::mpirun: return std::make_unique<MpirunBackend>();
+    default: return make_local_backend();
+  }
+}
+
+}  // namespace ringrun

@@ -1,0 +1,252 @@
+#include <ringrun/launch.hpp>
+
+#include "backend.hpp"
+
+#include <ringrun/slurm.hpp>
+#include <ringrun/store.hpp>
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace ringrun {
+namespace {
+
+std::string local_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+bool is_local_host(const std::string& host, const std::string& self) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1" || host == self) return true;
+  auto dot = self.find('.');
+  return dot != std::string::npos && host == self.substr(0, dot);
+}
+
+std::string job_secret() {
+  unsigned char bytes[32];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw LaunchError(fmt::format("ringrun: getrandom: {}", std::strerror(errno)), 1);
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+// A port that was free a moment ago on this host (torchrun's --rdzv-endpoint=localhost:0 idea).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof addr;
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+Allocation gather_allocation(const Invocation& inv, const Environment& env, const std::string& self) {
+  if (inv.hosts) return parse_hosts_flag(*inv.hosts);
+  if (inv.hostfile) {
+    std::ifstream in(*inv.hostfile);
+    if (!in)
+      throw InputError(fmt::format("--hostfile '{}' : cannot read it: {}", *inv.hostfile, std::strerror(errno)));
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_hostfile(text.str(), *inv.hostfile);
+  }
+  if (auto slurm = allocation_from_environment(env)) return *slurm;
+  Allocation local;
+  local.source = AllocationSource::local;
+  local.hosts.push_back(HostSlots{self, 0, {}});
+  return local;
+}
+
+LauncherKind resolve_launcher(LauncherKind requested, const Allocation& alloc, const std::string& self) {
+  bool all_local = true;
+  for (const auto& h : alloc.hosts) all_local = all_local && is_local_host(h.name, self);
+  if (requested == LauncherKind::local && !all_local) {
+    for (const auto& h : alloc.hosts)
+      if (!is_local_host(h.name, self))
+        throw InputError(fmt::format("--launcher local starts ranks on this host only, but host '{}' is not this "
+                                     "host ({}); use --launcher mpirun or srun",
+                                     h.name, self));
+  }
+  if (requested != LauncherKind::automatic) return requested;
+  if (alloc.source == AllocationSource::slurm_env || alloc.source == AllocationSource::slurm_job)
+    return LauncherKind::srun;
+  return all_local ? LauncherKind::local : LauncherKind::mpirun;
+}
+
+std::optional<std::vector<std::string>> split_list(const Environment& env, const char* name) {
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  std::vector<std::string> items;
+  std::stringstream ss(it->second);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+// The MPI plugins srun offers (`srun --mpi=list`), asked without a shell; empty when srun is absent.
+std::vector<std::string> srun_mpi_plugins(const Environment& env) {
+  std::string path = env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin";
+  std::string srun;
+  try {
+    srun = resolve_program("srun", path);
+  } catch (const LaunchError&) {
+    return {};
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    const char* argv[] = {srun.c_str(), "--mpi=list", nullptr};
+    ::execv(srun.c_str(), const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  return parse_srun_mpi_list(out);
+}
+
+}  // namespace
+
+Environment environment_from(char** envp) {
+  Environment env;
+  for (char** e = envp; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return env;
+}
+
+int show_topology(const Invocation& inv) {
+  topology::Topology topo = inv.topology_file ? topology::load_xml(*inv.topology_file) : topology::load_live();
+  std::optional<std::vector<topology::LocalSlot>> slots;
+  if (inv.launch.num_proc) {
+    try {
+      slots = topology::plan_node(topo, *inv.launch.num_proc, inv.launch.node);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(fmt::format("-np {} : {}", *inv.launch.num_proc, e.what()));
+    }
+  }
+  std::cout << (inv.json ? topology::topology_to_json(topo, slots ? &*slots : nullptr)
+                         : topology::render_topology_table(topo, slots ? &*slots : nullptr));
+  return 0;
+}
+
+int show_template(const Invocation& inv) {
+  TemplateParams params;
+  if (inv.template_nodes > 0) params.nodes = inv.template_nodes;
+  params.gpus_per_node = inv.template_gpus_per_node;
+  params.time = inv.template_time;
+  if (!inv.launch.program.empty()) params.program = inv.launch.program;
+  std::cout << render_template(inv.template_name, params);
+  return 0;
+}
+
+int run_invocation(const Invocation& inv, const Environment& env) {
+  if (inv.command == Command::topo) return show_topology(inv);
+  if (inv.command == Command::template_) return show_template(inv);
+  const std::string self = local_hostname();
+  Allocation alloc = gather_allocation(inv, env, self);
+  LaunchOptions options = inv.launch;
+  options.launcher = resolve_launcher(options.launcher, alloc, self);
+
+  // The topology: a given XML file stands for every host; otherwise this host's own, which the
+  // local backend needs for pinning (remote hosts are planned by their own task shim).
+  std::optional<topology::Topology> topo;
+  if (inv.topology_file) topo = topology::load_xml(*inv.topology_file);
+  else if (options.launcher == LauncherKind::local) topo = topology::load_live();
+
+  // The GPUs a rank may use: what the allocation or the inherited CUDA_VISIBLE_DEVICES allows.
+  if (!options.node.visible_gpus) options.node.visible_gpus = split_list(env, "CUDA_VISIBLE_DEVICES");
+  if (!options.num_proc) {
+    int gpus = 0;
+    if (topo) gpus = static_cast<int>(options.node.visible_gpus ? options.node.visible_gpus->size() : topo->gpus.size());
+    options.num_proc = default_num_proc(alloc, gpus);
+  }
+  if (alloc.source == AllocationSource::local) alloc.hosts[0].slots = *options.num_proc;
+
+  PlanInputs in;
+  in.allocation = alloc;
+  in.launcher_env = env;
+  const bool single_local = options.launcher == LauncherKind::local;
+  in.master_addr = single_local ? "127.0.0.1" : alloc.hosts.front().name;
+  in.master_port = free_port();
+  in.job_secret = inv.dry_run ? std::string(64, '0') : job_secret();
+  if (topo) {
+    in.node_layout = [&topo, &options](std::size_t, int local_size) {
+      return topology::plan_node(*topo, local_size, options.node);
+    };
+  }
+
+  std::unique_ptr<Backend> backend = make_backend(options.launcher);
+  if (options.launcher == LauncherKind::srun) options.srun_mpi_plugins = srun_mpi_plugins(env);
+  // The rendezvous store lives in ringrun for the whole job; a dry run only names a port.
+  std::unique_ptr<store::Server> store;
+  int store_port = 0;
+  if (inv.dry_run) {
+    store_port = free_port();
+  } else {
+    store = std::make_unique<store::Server>(single_local ? "127.0.0.1" : "0.0.0.0", 0, in.job_secret);
+    store_port = store->port();
+  }
+  in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : self, store_port);
+
+  Plan plan = make_plan(in, options);
+  plan.launcher = options.launcher;
+  plan.command = backend->command(plan, options, env);
+
+  if (inv.dry_run) {
+    std::cout << (inv.json ? plan_to_json(plan) : plan_to_table(plan)) << std::flush;
+    return 0;
+  }
+  if (inv.verbose) {
+    std::cerr << fmt::format("ringrun: {} ranks on {} host(s) with the {} launcher\n", plan.world_size,
+                             plan.hosts.size(), to_string(plan.launcher))
+              << plan_to_table(plan);
+  }
+  std::vector<ProcessSpec> processes = backend->processes(plan, env);
+  return supervise(processes, inv.supervisor);
+}
+
+}  // namespace ringrun

@@ -1,0 +1,142 @@
+// The task shim: `ringrun task -- PROGRAM ARGS`, started by srun or mpirun once per rank. It finds
+// its rank, plans its own node from its own topology with the same make_plan the launcher used,
+// applies the slot (environment, CPU affinity) and execs the program.
+#include <ringrun/launch.hpp>
+#include <ringrun/topology.hpp>
+
+#include <fmt/format.h>
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+namespace ringrun {
+namespace {
+
+std::optional<int> env_int(const Environment& env, const char* name) {
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  try {
+    std::size_t used = 0;
+    int v = std::stoi(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument(name);
+    return v;
+  } catch (const std::exception&) {
+    throw InputError(fmt::format("{}='{}' : not a number", name, it->second));
+  }
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+struct TaskIdentity {
+  int rank = 0;
+  int size = 1;
+  std::optional<int> local_rank;
+  const char* source = "";
+};
+
+// Open MPI's variables first: under mpirun inside an sbatch job every rank also sees the SLURM
+// variables of the orted step (SLURM_LOCALID=0 everywhere), which are wrong for the rank.
+TaskIdentity find_identity(const Environment& env) {
+  TaskIdentity id;
+  if (auto r = env_int(env, "OMPI_COMM_WORLD_RANK")) {
+    id = {*r, env_int(env, "OMPI_COMM_WORLD_SIZE").value_or(1), env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"), "Open MPI"};
+  } else if (auto r2 = env_int(env, "SLURM_PROCID"); r2 && env.count("SLURM_STEP_ID")) {
+    id = {*r2, env_int(env, "SLURM_NTASKS").value_or(1), env_int(env, "SLURM_LOCALID"), "srun"};
+  } else if (auto r3 = env_int(env, "PMIX_RANK")) {
+    id = {*r3, env_int(env, "RINGRUN_SIZE").value_or(1), std::nullopt, "PMIx"};
+  } else if (auto r4 = env_int(env, "PMI_RANK")) {
+    id = {*r4, env_int(env, "PMI_SIZE").value_or(1), std::nullopt, "PMI"};
+  } else {
+    throw InputError("ringrun task: no rank found (none of OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK, PMI_RANK); "
+                     "the task shim runs under srun or mpirun started by ringrun");
+  }
+  return id;
+}
+
+}  // namespace
+
+int run_task(const std::vector<std::string>& program, const Environment& env) {
+  if (program.empty()) throw InputError("ringrun task: no program given; write: ringrun task -- PROGRAM [ARGS...]");
+  TaskIdentity id = find_identity(env);
+  auto layout_it = env.find("RINGRUN_LAYOUT");
+  auto hosts_it = env.find("RINGRUN_HOSTS");
+  if (layout_it == env.end() || hosts_it == env.end())
+    throw InputError("ringrun task: RINGRUN_LAYOUT/RINGRUN_HOSTS are not set; start jobs with ringrun, not the shim");
+
+  Allocation alloc;
+  alloc.source = AllocationSource::hosts_flag;
+  alloc.explicit_slots = true;
+  std::vector<std::string> names = split(hosts_it->second);
+  std::vector<std::string> counts = split(layout_it->second);
+  if (names.size() != counts.size())
+    throw InputError(fmt::format("ringrun task: RINGRUN_HOSTS has {} hosts but RINGRUN_LAYOUT {} counts",
+                                 names.size(), counts.size()));
+  std::size_t own_host = 0;
+  int first = 0;
+  for (std::size_t h = 0; h < names.size(); ++h) {
+    int n = std::stoi(counts[h]);
+    if (id.rank >= first && id.rank < first + n) own_host = h;
+    first += n;
+    alloc.hosts.push_back(HostSlots{names[h], n, {}});
+  }
+  if (first != id.size || id.rank >= id.size)
+    throw InputError(fmt::format("ringrun task: rank {} of {} (from {}) does not fit RINGRUN_LAYOUT={}", id.rank,
+                                 id.size, id.source, layout_it->second));
+
+  LaunchOptions options;
+  options.num_proc = id.size;
+  options.program = program;
+  options.node.gpus_per_rank = env_int(env, "RINGRUN_GPUS_PER_RANK").value_or(1);
+  options.node.bind = !(env.count("RINGRUN_BIND") && env.at("RINGRUN_BIND") == "none");
+  options.node.cpus_per_rank = env_int(env, "RINGRUN_CPUS_PER_RANK");
+  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) options.node.visible_gpus = split(it->second);
+  if (auto it = env.find("RINGRUN_START_TIMEOUT"); it != env.end()) options.start_timeout_s = std::stod(it->second);
+
+  topology::Topology topo = topology::load_live();
+  PlanInputs in;
+  in.allocation = alloc;
+  in.launcher_env = env;
+  in.master_addr = env.count("MASTER_ADDR") ? env.at("MASTER_ADDR") : names.front();
+  in.master_port = env_int(env, "MASTER_PORT").value_or(29500);
+  in.store_addr = env.count("RINGRUN_STORE_ADDR") ? env.at("RINGRUN_STORE_ADDR") : "";
+  in.job_secret = env.count("RINGRUN_JOB_SECRET") ? env.at("RINGRUN_JOB_SECRET") : "";
+  in.node_layout = [&](std::size_t host, int local_size) {
+    if (host == own_host) return topology::plan_node(topo, local_size, options.node);
+    return std::vector<topology::LocalSlot>(static_cast<std::size_t>(local_size));
+  };
+  Plan plan = make_plan(in, options);
+  const RankSlot& slot = plan.ranks.at(static_cast<std::size_t>(id.rank));
+  if (id.local_rank && *id.local_rank != slot.local_rank)
+    throw InputError(fmt::format("ringrun task: {} placed rank {} as local rank {}, but the plan has it as local rank "
+                                 "{} (block distribution expected)",
+                                 id.source, id.rank, *id.local_rank, slot.local_rank));
+
+  for (const auto& [k, v] : slot.env) ::setenv(k.c_str(), v.c_str(), 1);
+  if (!slot.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (unsigned c : slot.cpus)
+      if (c < CPU_SETSIZE) CPU_SET(c, &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0)
+      throw InputError(fmt::format("ringrun task: rank {}: cannot bind to cpus {}: {}", id.rank,
+                                   topology::format_cpulist(slot.cpus), std::strerror(errno)));
+  }
+  std::vector<char*> argv;
+  for (const auto& a : program) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  int err = errno;
+  throw LaunchError(fmt::format("ringrun task: rank {}: cannot execute '{}': {}", id.rank, program[0],
+                                std::strerror(err)), 127);
+}
+
+}  // namespace ringrun

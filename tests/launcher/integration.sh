@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Integration tests of `ringrun` with real processes: `integration.sh BUILD_DIR CASE`.
+# Every case bounds its own time and leaves no process behind (the EXIT trap kills what is left).
+set -uo pipefail
+build=$1
+case_name=$2
+ringrun=$build/bin/ringrun
+work=$(mktemp -d /tmp/ringrun-test.XXXXXX)
+cleanup() {
+  # Anything a case started and did not end is a failure of the case; end it regardless.
+  if [ -d "$work/pids" ]; then
+    for f in "$work"/pids/*; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL [$case_name]: $*" >&2; exit 1; }
+expect_rc() { [ "$1" -eq "$2" ] || fail "exit status $1, expected $2 ${3:-}"; }
+alive_pids() { # pids recorded under $work/pids that still run
+  local n=0
+  for f in "$work"/pids/*; do [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && n=$((n + 1)); done
+  echo $n
+}
+mkdir -p "$work/pids"
+
+case $case_name in
+exit_code)
+  start=$(date +%s%N)
+  "$ringrun" -np 3 --grace-period 5 sh -c 'if [ "$RANK" = 1 ]; then exit 3; fi; exec sleep 30' \
+    >"$work/out" 2>"$work/err"
+  rc=$?
+  elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+  expect_rc $rc 3
+  grep -qE '^ringrun: rank 1 \(host .+\) exited with code 3; stopped 2 other ranks$' "$work/err" ||
+    fail "summary line missing: $(cat "$work/err")"
+  [ "$elapsed" -lt 4000 ] || fail "took ${elapsed} ms to stop the other ranks"
+  "$ringrun" -np 2 sh -c 'exit 0'; expect_rc $? 0 "(all ranks exit 0)"
+  ;;
+signal_exit)
+  "$ringrun" -np 2 sh -c 'if [ "$RANK" = 0 ]; then kill -9 $$; fi; exec sleep 30' 2>"$work/err"
+  expect_rc $? 137
+  grep -q 'rank 0 (host .*) was killed by signal 9 (SIGKILL); stopped 1 other rank' "$work/err" ||
+    fail "summary: $(cat "$work/err")"
+  ;;
+signal_forwarding)
+  # SIGTERM to ringrun reaches every rank, which records it and exits.
+  "$ringrun" -np 3 sh -c 'trap "echo got-term > '"$work"'/term.$RANK; exit 0" TERM; echo $$ > '"$work"'/pids/$RANK; while :; do sleep 0.1; done' \
+    >"$work/out" 2>"$work/err" &
+  rr=$!
+  for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" -eq 3 ] && break; sleep 0.05; done
+  kill -TERM $rr
+  wait $rr
+  expect_rc $? 143
+  for r in 0 1 2; do [ -f "$work/term.$r" ] || fail "rank $r did not receive SIGTERM"; done
+  grep -q 'ringrun: received SIGTERM; stopped 3 ranks' "$work/err" || fail "summary: $(cat "$work/err")"
+  [ "$(alive_pids)" -eq 0 ] || fail "ranks alive after ringrun exited"
+  ;;
+grace_escalation)
+  # Ranks that ignore SIGTERM are SIGKILLed after --grace-period.
+  "$ringrun" -np 2 --grace-period 1 sh -c 'trap "" TERM INT; echo $$ > '"$work"'/pids/$RANK; while :; do sleep 0.1; done' \
+    >/dev/null 2>"$work/err" &
+  rr=$!
+  for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" -eq 2 ] && break; sleep 0.05; done
+  start=$(date +%s%N)
+  kill -INT $rr
+  wait $rr
+  rc=$?
+  elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+  expect_rc $rc 130
+  [ "$elapsed" -ge 900 ] && [ "$elapsed" -lt 4000 ] || fail "escalation took ${elapsed} ms (grace 1 s)"
+  [ "$(alive_pids)" -eq 0 ] || fail "ranks alive after ringrun exited"
+  ;;
+no_orphans_sigkill)
+  # ringrun SIGKILLed: no rank and nothing a rank started in the background survives.
+  "$ringrun" -np 3 sh -c 'sleep 300 & echo $! > '"$work"'/pids/child.$RANK; echo $$ > '"$work"'/pids/$RANK; wait' \
+    >/dev/null 2>&1 &
+  rr=$!
+  for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" -eq 6 ] && break; sleep 0.05; done
+  [ "$(alive_pids)" -eq 6 ] || fail "expected 6 processes running, found $(alive_pids)"
+  kill -9 $rr
+  wait $rr 2>/dev/null
+  for _ in $(seq 40); do [ "$(alive_pids)" -eq 0 ] && break; sleep 0.05; done
+  [ "$(alive_pids)" -eq 0 ] || fail "$(alive_pids) processes outlived a SIGKILLed ringrun"
+  ;;
+no_orphans_normal)
+  # A rank that exits leaving a background child: the child goes with the job.
+  "$ringrun" -np 2 sh -c 'sleep 300 >/dev/null 2>&1 & echo $! > '"$work"'/pids/child.$RANK; exit 0' >/dev/null 2>&1
+  expect_rc $? 0
+  for _ in $(seq 40); do [ "$(alive_pids)" -eq 0 ] && break; sleep 0.05; done
+  [ "$(alive_pids)" -eq 0 ] || fail "background children outlived the job"
+  ;;
+argument_fidelity)
+  args=('a b' "it's" '"q"' '$(touch '"$work"'/pwned)' '; rm -rf /' $'two\nlines' '*' '' '--np' '-x')
+  "$ringrun" -np 2 --no-tag-output -- /usr/bin/printf '<%s>\n' "${args[@]}" >"$work/out"
+  expect_rc $? 0
+  /usr/bin/printf '<%s>\n' "${args[@]}" "${args[@]}" >"$work/want"
+  # Both ranks print the same lines; each line whole.
+  sort "$work/out" >"$work/out.sorted"; sort "$work/want" >"$work/want.sorted"
+  cmp -s "$work/out.sorted" "$work/want.sorted" || fail "arguments changed: $(cat "$work/out")"
+  [ -e "$work/pwned" ] && fail "an argument was run by a shell"
+  ;;
+output_integrity)
+  # 1 MB per rank, 4 ranks: every line arrives whole, tagged with its rank, none lost.
+  "$ringrun" -np 4 awk -v r="\$RANK" 'BEGIN { r = ENVIRON["RANK"]; pad = sprintf("%0100d", 0);
+      for (i = 0; i < 9000; i++) { printf "%s %06d %s\n", r, i, pad; if (i % 7 == 0) printf "%s %06d %s\n", r, i, pad > "/dev/stderr" } }' \
+    >"$work/out" 2>"$work/err"
+  expect_rc $? 0
+  for r in 0 1 2 3; do
+    n=$(grep -c "^\[$r\]<stdout>:$r [0-9]\{6\} 0\{100\}$" "$work/out")
+    [ "$n" -eq 9000 ] || fail "rank $r: $n whole stdout lines of 9000"
+    grep "^\[$r\]<stdout>:" "$work/out" | awk -v r=$r '{ split($0, a, " "); if (a[2] + 0 != NR - 1) { print "out of order at " NR; exit 1 } }' ||
+      fail "rank $r lines out of order"
+    e=$(grep -c "^\[$r\]<stderr>:$r [0-9]\{6\} 0\{100\}$" "$work/err")
+    [ "$e" -eq 1286 ] || fail "rank $r: $e whole stderr lines of 1286"
+  done
+  [ "$(wc -l <"$work/out")" -eq 36000 ] || fail "mangled or extra lines in stdout"
+  ;;
+output_filename)
+  "$ringrun" -np 2 --output-filename "$work/logs" sh -c 'echo out-$RANK; echo err-$RANK >&2; printf no-newline' >/dev/null 2>&1
+  expect_rc $? 0
+  for r in 0 1; do
+    [ "$(cat "$work/logs/rank.$r/stdout")" = "$(printf 'out-%s\nno-newline' $r)" ] || fail "rank.$r/stdout: $(cat "$work/logs/rank.$r/stdout")"
+    [ "$(cat "$work/logs/rank.$r/stderr")" = "err-$r" ] || fail "rank.$r/stderr"
+  done
+  touch "$work/file"
+  "$ringrun" -np 1 --output-filename "$work/file/x" true 2>"$work/err"
+  expect_rc $? 2 "(output directory under a file)"
+  grep -q -- "--output-filename: cannot create" "$work/err" || fail "message: $(cat "$work/err")"
+  ;;
+bad_input)
+  check() { # expected-rc pattern args...
+    local want=$1 pattern=$2; shift 2
+    "$ringrun" "$@" >"$work/out" 2>"$work/err"; local rc=$?
+    [ $rc -eq "$want" ] || fail "ringrun $*: exit $rc, expected $want"
+    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "ringrun $*: not one line: $(cat "$work/err")"
+    grep -q -- "$pattern" "$work/err" || fail "ringrun $*: '$(cat "$work/err")' lacks '$pattern'"
+    [ -s "$work/out" ] && fail "ringrun $*: printed to stdout"
+    return 0
+  }
+  check 2 "-np 0 : the number of ranks must be at least 1" -np 0 true
+  check 2 "more ranks than the 2 slots of -H" -np 3 -H localhost:2 true
+  check 2 "slots 'x' of host 'localhost'" -H localhost:x true
+  printf 'localhost slots=two\n' >"$work/hf"
+  check 2 "hostfile '$work/hf' line 1" --hostfile "$work/hf" true
+  check 2 "cannot read it" --hostfile "$work/none" true
+  check 127 "program 'no-such-program-x' not found in PATH" -np 2 no-such-program-x
+  check 127 "cannot execute '$work/hf': Permission denied" -np 2 "$work/hf"
+  check 2 "no program given" -np 2
+  check 2 "launcher" --launcher ssh true
+  check 2 "is not set in ringrun's environment" -x RINGRUN_TEST_UNSET_VAR true
+  # -H with local host and oversubscription works.
+  "$ringrun" -np 3 -H localhost:2 --oversubscribe true; expect_rc $? 0 "(--oversubscribe)"
+  ;;
+stdin_rank0)
+  out=$(printf 'hello\n' | "$ringrun" -np 2 --no-tag-output sh -c 'read -r line || line=none; echo "$RANK:$line"' | sort)
+  [ "$out" = "$(printf '0:hello\n1:none')" ] || fail "stdin: $out"
+  ;;
+dry_run_json)
+  "$ringrun" --dry-run --json -np 3 -x FOO=bar -- prog 'a b' >"$work/plan.json"
+  expect_rc $? 0
+  /usr/bin/python3 - "$work/plan.json" <<'PY' || fail "plan JSON: $(cat "$work/plan.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["launcher"] == "local" and p["world_size"] == 3 and p["command"] == ["prog", "a b"], p
+for i, r in enumerate(p["ranks"]):
+    assert r["rank"] == i and r["local_rank"] == i and r["local_size"] == 3 and r["cross_size"] == 1
+    assert r["env"]["RINGRUN_RANK"] == str(i) and r["env"]["FOO"] == "bar" and r["env"]["RANK"] == str(i)
+    assert r["env"]["RINGRUN_JOB_SECRET"] == "<redacted>"
+    assert "gpu" in r and "cpus" in r and "nic" in r
+PY
+  ;;
+runtime_example)
+  # The runtime bootstraps from ringrun's environment: 1 and 4 ranks train to the same weights.
+  ex=$build/bin/ringrun-example-train
+  [ -x "$ex" ] || fail "$ex not built"
+  one=$("$ringrun" -np 1 --no-tag-output "$ex" | tail -n 1 | sed 's/ranks [0-9]*//')
+  four=$("$ringrun" -np 4 --no-tag-output "$ex" | tail -n 1 | sed 's/ranks [0-9]*//')
+  [ -n "$one" ] && [ "$one" = "$four" ] || fail "1 rank: '$one'; 4 ranks: '$four'"
+  echo "$four"
+  ;;
+torch_env)
+  # A torch.distributed script with init_method="env://" runs unchanged under ringrun.
+  /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: python3-torch missing"; exit 77; }
+  cat >"$work/allreduce.py" <<'PY'
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="env://")
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+assert t.item() == dist.get_world_size() * (dist.get_world_size() + 1) / 2, t
+print(f"rank {dist.get_rank()}/{dist.get_world_size()} local {os.environ['LOCAL_RANK']} sum {t.item():.0f}")
+dist.destroy_process_group()
+PY
+  timeout 120 "$ringrun" -np 2 /usr/bin/python3 "$work/allreduce.py" >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "$(cat "$work/err")"
+  grep -q '^\[0\]<stdout>:rank 0/2 local 0 sum 3$' "$work/out" || fail "$(cat "$work/out")"
+  grep -q '^\[1\]<stdout>:rank 1/2 local 1 sum 3$' "$work/out" || fail "$(cat "$work/out")"
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "PASS [$case_name]"

@@ -1,0 +1,223 @@
+// Parsing and planning with plain data: -H, hostfiles, the plan's block order, cross ranks and
+// environment, and the command line.
+#include <ringrun/cli.hpp>
+#include <ringrun/plan.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace ringrun;
+
+namespace {
+
+PlanInputs inputs(Allocation a) {
+  PlanInputs in;
+  in.allocation = std::move(a);
+  in.master_addr = "n1";
+  in.master_port = 29500;
+  in.store_addr = "n1:4000";
+  in.job_secret = std::string(64, 'a');
+  return in;
+}
+
+LaunchOptions options(int np) {
+  LaunchOptions o;
+  o.num_proc = np;
+  o.program = {"train"};
+  return o;
+}
+
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("-H parses hosts and slots in order") {
+  Allocation a = parse_hosts_flag("n1:4,n2:2,n3");
+  REQUIRE(a.hosts.size() == 3);
+  CHECK(a.hosts[0].name == "n1");
+  CHECK(a.hosts[0].slots == 4);
+  CHECK(a.hosts[1].slots == 2);
+  CHECK(a.hosts[2].slots == 1);
+  CHECK(a.explicit_slots);
+  CHECK(a.total_slots() == 7);
+}
+
+TEST_CASE("-H rejects malformed input with the column and the fix") {
+  CHECK(error_of([] { parse_hosts_flag("n1:x"); }).find("slots 'x' of host 'n1'") != std::string::npos);
+  CHECK(error_of([] { parse_hosts_flag("n1:0"); }).find("not a positive number") != std::string::npos);
+  CHECK(error_of([] { parse_hosts_flag("n1:2,,n2:2"); }).find("empty host entry at column 6") != std::string::npos);
+  CHECK(error_of([] { parse_hosts_flag("n1:2,n1:2"); }).find("listed twice") != std::string::npos);
+  CHECK(error_of([] { parse_hosts_flag("n 1:2"); }).find("not a host name") != std::string::npos);
+  CHECK(error_of([] { parse_hosts_flag(""); }).find("no hosts") != std::string::npos);
+}
+
+TEST_CASE("hostfile: 'host slots=N' lines, comments, errors with the line number") {
+  Allocation a = parse_hostfile("# cluster\nn1 slots=4\n\n  n2   slots=2 max_slots=8 # gpu\nn3\n", "hf");
+  REQUIRE(a.hosts.size() == 3);
+  CHECK(a.hosts[0].slots == 4);
+  CHECK(a.hosts[1].slots == 2);
+  CHECK(a.hosts[2].slots == 1);
+  CHECK(error_of([] { parse_hostfile("n1 slots=4\nn2 slots=zero\n", "hf"); }) ==
+        "hostfile 'hf' line 2: 'slots=zero' is not a positive slot count (write 'host slots=N')");
+  CHECK(error_of([] { parse_hostfile("n1 cores=4\n", "hf"); }).find("unknown word 'cores=4'") != std::string::npos);
+  CHECK(error_of([] { parse_hostfile("n1\nn1\n", "hf"); }).find("first on line 1") != std::string::npos);
+  CHECK(error_of([] { parse_hostfile("# nothing\n", "hf"); }).find("lists no hosts") != std::string::npos);
+}
+
+TEST_CASE("plan: block order over hosts, local and cross ranks as Horovod") {
+  Plan p = make_plan(inputs(parse_hosts_flag("n1:2,n2:2,n3:1")), options(5));
+  REQUIRE(p.ranks.size() == 5);
+  struct Want { int rank; const char* host; int local, local_size, cross, cross_size; };
+  Want want[] = {{0, "n1", 0, 2, 0, 3}, {1, "n1", 1, 2, 0, 2}, {2, "n2", 0, 2, 1, 3}, {3, "n2", 1, 2, 1, 2},
+                 {4, "n3", 0, 1, 2, 3}};
+  for (const Want& w : want) {
+    const RankSlot& r = p.ranks[static_cast<std::size_t>(w.rank)];
+    CHECK(r.host == w.host);
+    CHECK(r.local_rank == w.local);
+    CHECK(r.local_size == w.local_size);
+    CHECK(r.cross_rank == w.cross);
+    CHECK(r.cross_size == w.cross_size);
+    CHECK(r.env.at("RINGRUN_CROSS_RANK") == std::to_string(w.cross));
+  }
+  CHECK(p.hosts == std::vector<std::string>{"n1", "n2", "n3"});
+}
+
+TEST_CASE("plan: fewer ranks than slots leave later hosts out") {
+  Plan p = make_plan(inputs(parse_hosts_flag("n1:4,n2:4")), options(3));
+  CHECK(p.hosts == std::vector<std::string>{"n1"});
+  CHECK(p.ranks[2].cross_size == 1);
+}
+
+TEST_CASE("plan: the environment of design.md for every rank") {
+  Plan p = make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), options(4));
+  const auto& env = p.ranks[3].env;
+  CHECK(env.at("RINGRUN_RANK") == "3");
+  CHECK(env.at("RINGRUN_SIZE") == "4");
+  CHECK(env.at("RINGRUN_LOCAL_RANK") == "1");
+  CHECK(env.at("RINGRUN_LOCAL_SIZE") == "2");
+  CHECK(env.at("RINGRUN_HOSTNAME") == "n2");
+  CHECK(env.at("RANK") == "3");
+  CHECK(env.at("WORLD_SIZE") == "4");
+  CHECK(env.at("LOCAL_RANK") == "1");
+  CHECK(env.at("LOCAL_WORLD_SIZE") == "2");
+  CHECK(env.at("GROUP_RANK") == "1");
+  CHECK(env.at("MASTER_ADDR") == "n1");
+  CHECK(env.at("MASTER_PORT") == "29500");
+  CHECK(env.at("RINGRUN_STORE_ADDR") == "n1:4000");
+  CHECK(env.at("RINGRUN_JOB_SECRET").size() == 64);
+  CHECK(env.at("OMP_NUM_THREADS") == "1");
+}
+
+TEST_CASE("plan: more ranks than explicit slots is an error unless --oversubscribe") {
+  CHECK(error_of([] { make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), options(5)); }) ==
+        "-np 5 : more ranks than the 4 slots of -H; lower -np, add slots or pass --oversubscribe");
+  LaunchOptions o = options(6);
+  o.oversubscribe = true;
+  Plan p = make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), o);
+  CHECK(p.ranks[2].host == "n1");  // n1 holds 3, n2 holds 3, still in block order
+  CHECK(p.ranks[3].host == "n2");
+  CHECK(p.ranks[3].local_rank == 0);
+}
+
+TEST_CASE("plan: -x sets, copies and refuses identity variables") {
+  LaunchOptions o = options(1);
+  o.env_args = {"A=1", "B", "C=x=y", "OMP_NUM_THREADS=7"};
+  PlanInputs in = inputs(parse_hosts_flag("n1:1"));
+  in.launcher_env = {{"B", "from-ringrun"}};
+  Plan p = make_plan(in, o);
+  CHECK(p.ranks[0].env.at("A") == "1");
+  CHECK(p.ranks[0].env.at("B") == "from-ringrun");
+  CHECK(p.ranks[0].env.at("C") == "x=y");
+  CHECK(p.ranks[0].env.at("OMP_NUM_THREADS") == "7");
+  o.env_args = {"MISSING"};
+  CHECK(error_of([&] { make_plan(in, o); }).find("MISSING is not set in ringrun's environment") != std::string::npos);
+  o.env_args = {"RANK=3"};
+  CHECK(error_of([&] { make_plan(in, o); }).find("cannot be overridden") != std::string::npos);
+  o.env_args = {"1BAD=3"};
+  CHECK(error_of([&] { make_plan(in, o); }).find("not a variable name") != std::string::npos);
+}
+
+TEST_CASE("plan: the node layout gives GPU, cpus, NIC and NCCL variables; the user's NCCL_* wins") {
+  PlanInputs in = inputs(parse_hosts_flag("n1:2"));
+  in.launcher_env = {{"NCCL_IB_HCA", "=mlx5_9:1"}};
+  in.node_layout = [](std::size_t, int local_size) {
+    std::vector<topology::LocalSlot> slots(static_cast<std::size_t>(local_size));
+    for (int i = 0; i < local_size; ++i) {
+      auto& s = slots[static_cast<std::size_t>(i)];
+      s.gpu = std::to_string(4 + i);
+      s.cpus = {static_cast<unsigned>(8 * i), static_cast<unsigned>(8 * i + 1)};
+      s.nic = "mlx5_" + std::to_string(i);
+      s.env = {{"NCCL_IB_HCA", "=mlx5_" + std::to_string(i) + ":1"}, {"NCCL_OTHER", "1"}};
+    }
+    return slots;
+  };
+  Plan p = make_plan(in, options(2));
+  CHECK(p.ranks[1].gpu == "5");
+  CHECK(p.ranks[1].env.at("CUDA_VISIBLE_DEVICES") == "5");
+  CHECK(p.ranks[1].env.at("OMP_NUM_THREADS") == "2");
+  CHECK(p.ranks[1].env.count("NCCL_IB_HCA") == 0);  // the inherited value reaches the rank unchanged
+  CHECK(p.ranks[1].env.at("NCCL_OTHER") == "1");
+  std::string json = plan_to_json(p);
+  CHECK(json.find("\"gpu\": \"5\", \"cpus\": \"8-9\", \"nic\": \"mlx5_1\"") != std::string::npos);
+  CHECK(json.find("<redacted>") != std::string::npos);
+  CHECK(json.find(std::string(64, 'a')) == std::string::npos);
+}
+
+TEST_CASE("plan: the allocation's GPU list is indexed by local rank, never a raw local rank") {
+  Allocation a = parse_hosts_flag("n1:2");
+  a.hosts[0].gpus = {"2", "3"};
+  Plan p = make_plan(inputs(a), options(2));
+  CHECK(p.ranks[0].env.at("CUDA_VISIBLE_DEVICES") == "2");
+  CHECK(p.ranks[1].env.at("CUDA_VISIBLE_DEVICES") == "3");
+  a.hosts[0].slots = 3;
+  CHECK(error_of([&] { make_plan(inputs(a), options(3)); }).find("3 ranks but 2 GPUs (2,3)") != std::string::npos);
+}
+
+TEST_CASE("default -np: allocation tasks, else GPUs, else hosts; locally GPUs else 1") {
+  Allocation local;
+  local.hosts = {{"h", 0, {}}};
+  CHECK(default_num_proc(local, 0) == 1);
+  CHECK(default_num_proc(local, 4) == 4);
+  Allocation slurm;
+  slurm.source = AllocationSource::slurm_env;
+  slurm.explicit_slots = true;
+  slurm.hosts = {{"n1", 4, {"0", "1"}}, {"n2", 4, {"0", "1"}}};
+  CHECK(default_num_proc(slurm, 0) == 4);
+  slurm.ntasks = 8;
+  CHECK(default_num_proc(slurm, 0) == 8);
+  CHECK(default_num_proc(parse_hosts_flag("a:2,b:3"), 0) == 5);
+}
+
+TEST_CASE("command line: horovodrun spellings, program argv untouched") {
+  Invocation inv = parse_command_line({"ringrun", "-np", "4", "-H", "a:2,b:2", "-x", "A=1", "--env", "B",
+                                       "python", "train.py", "-np", "9", "--lr=3", "a b"});
+  CHECK(inv.launch.num_proc == 4);
+  CHECK(inv.hosts == "a:2,b:2");
+  CHECK(inv.launch.env_args == std::vector<std::string>{"A=1", "B"});
+  CHECK(inv.launch.program == std::vector<std::string>{"python", "train.py", "-np", "9", "--lr=3", "a b"});
+
+  inv = parse_command_line({"ringrun", "--dry-run", "--json", "--", "-weird", "$(x);"});
+  CHECK(inv.dry_run);
+  CHECK(inv.json);
+  CHECK(inv.launch.program == std::vector<std::string>{"-weird", "$(x);"});
+
+  inv = parse_command_line({"ringrun", "-hostfile", "hf", "--launcher", "mpirun", "--bind", "none", "true"});
+  CHECK(inv.hostfile == "hf");
+  CHECK(inv.launch.launcher == LauncherKind::mpirun);
+  CHECK_FALSE(inv.launch.node.bind);
+}
+
+TEST_CASE("command line: bad usage is a UsageError naming the input") {
+  CHECK_THROWS_AS(parse_command_line({"ringrun", "-np", "0", "true"}), UsageError);
+  CHECK_THROWS_AS(parse_command_line({"ringrun", "-np", "x", "true"}), UsageError);
+  CHECK_THROWS_AS(parse_command_line({"ringrun", "--launcher", "ssh", "true"}), UsageError);
+  CHECK_THROWS_AS(parse_command_line({"ringrun", "-np", "2"}), UsageError);
+  CHECK_THROWS_AS(parse_command_line({"ringrun", "-H", "a:1", "--hostfile", "f", "true"}), UsageError);
+  CHECK(parse_command_line({"ringrun", "--help"}).command == Command::help);
+}
