@@ -66,6 +66,9 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
       ->option_text("N (-np N)");
   app.add_option("-H,--hosts", inv.hosts, "Hosts and slots, e.g. n1:4,n2:4 (mpirun backend)");
   app.add_option("--hostfile", inv.hostfile, "File of 'host slots=N' lines (also -hostfile)");
+  app.add_option("--jobid", inv.job_id, "Plan for this running SLURM job, read through libslurm (e.g. from a login "
+                                       "node, with --dry-run)")
+      ->type_name("ID");
   std::string launcher = "auto";
   app.add_option("--launcher", launcher, "auto (srun in a SLURM allocation, mpirun for remote -H hosts, else "
                                          "local), local, srun or mpirun")
@@ -177,7 +180,8 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   inv.supervisor.tag_output = !no_tag;
   inv.supervisor.output_directory = output_dir;
   inv.supervisor.verbose = inv.verbose;
-  if (inv.hosts && inv.hostfile) throw UsageError("-H and --hostfile both given; use one of them");
+  if ((inv.hosts ? 1 : 0) + (inv.hostfile ? 1 : 0) + (inv.job_id ? 1 : 0) > 1)
+    throw UsageError("-H, --hostfile and --jobid name the hosts each; give one of them");
   if (num_proc && *num_proc < 1)
     throw UsageError(fmt::format("-np {} : the number of ranks must be at least 1", *num_proc));
   if (L.program.empty() && !inv.dry_run && inv.command == Command::run)

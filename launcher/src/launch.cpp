@@ -78,6 +78,7 @@ Allocation gather_allocation(const Invocation& inv, const Environment& env, cons
     text << in.rdbuf();
     return parse_hostfile(text.str(), *inv.hostfile);
   }
+  if (inv.job_id) return allocation_from_job(*inv.job_id);
   if (auto slurm = allocation_from_environment(env)) return *slurm;
   Allocation local;
   local.source = AllocationSource::local;
