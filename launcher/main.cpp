@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     std::cerr << "ringrun: " << e.what() << "\n";
     return 2;
   } catch (const topology::TopologyError& e) {
-    std::cerr << "ringrun: " << e.what() << "\n";
+    std::cerr << e.what() << "\n";  // already "ringrun: ..."
     return 2;
   } catch (const LaunchError& e) {
     std::cerr << e.what() << "\n";

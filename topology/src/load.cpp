@@ -360,6 +360,9 @@ TopologyHandle make_topology(const std::string& what) {
   TopologyHandle topo(raw);
   // Keep every PCI bridge: the GPU-to-NIC distance is read from the bridges they share.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+  // hwloc's GL component tries to open X displays :0 to :N over sockets (about 15 ms on a
+  // headless node) and finds only display GPUs that the PCI scan already found.
+  hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
   return topo;
 }
 
