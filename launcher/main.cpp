@@ -3,8 +3,21 @@
 #include <ringrun/topology.hpp>
 
 #include <iostream>
+#include <string>
+
+#include <unistd.h>
 
 extern char** environ;
+
+namespace {
+// The error as one line in one write(): under mpirun --tag-output every write is tagged apart.
+int fail(std::string message, int code) {
+  if (!message.starts_with("ringrun")) message = "ringrun: " + message;
+  message += "\n";
+  (void)!::write(STDERR_FILENO, message.data(), message.size());
+  return code;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace ringrun;
@@ -18,19 +31,14 @@ int main(int argc, char** argv) {
       default: return run_invocation(inv, environment_from(environ));
     }
   } catch (const UsageError& e) {
-    std::cerr << "ringrun: " << e.what() << "\n";
-    return 2;
+    return fail(e.what(), 2);
   } catch (const InputError& e) {
-    std::cerr << "ringrun: " << e.what() << "\n";
-    return 2;
+    return fail(e.what(), 2);
   } catch (const topology::TopologyError& e) {
-    std::cerr << e.what() << "\n";  // already "ringrun: ..."
-    return 2;
+    return fail(e.what(), 2);
   } catch (const LaunchError& e) {
-    std::cerr << e.what() << "\n";
-    return e.exit_code;
+    return fail(e.what(), e.exit_code);
   } catch (const std::exception& e) {
-    std::cerr << "ringrun: " << e.what() << "\n";
-    return 1;
+    return fail(e.what(), 1);
   }
 }

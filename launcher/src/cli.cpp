@@ -157,11 +157,15 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   }
 
   L.num_proc = num_proc;
-  auto program_of = [](std::vector<std::string> rest) {
+  // A subcommand's own prefix_command leaves what follows its positionals in the vector parse()
+  // was given (reversed); the top-level app keeps them in remaining().
+  std::vector<std::string> leftover(reversed.rbegin(), reversed.rend());
+  auto program_of = [&leftover](std::vector<std::string> rest) {
+    rest.insert(rest.end(), leftover.begin(), leftover.end());
     if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
     return rest;
   };
-  L.program = program_of(app.remaining());
+  L.program = program_of({});
   if (topo->parsed()) inv.command = Command::topo;
   if (tmpl->parsed()) {
     inv.command = Command::template_;

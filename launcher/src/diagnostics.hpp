@@ -66,6 +66,7 @@ struct HostFacts {
   std::string hostname;
   std::optional<std::string> srun_path;
   std::optional<std::string> srun_mpi_list;     // output of `srun --mpi=list`, when it ran
+  std::string srun_mpi_list_error;              // why it did not, e.g. srun's last line
   std::optional<std::string> mpirun_path;
   std::optional<std::string> mpirun_version;    // first line of `mpirun --version`
   LibraryProbe nccl;
@@ -145,8 +146,12 @@ struct BuildFacts {
   std::string version;
   std::optional<std::string> runtime_library;  // path of libringrun_runtime when found
   std::string runtime_library_error;
+  // Whether the runtime library names NCCL's symbols (built with the NCCL transport); nullopt
+  // when the library was not found.
+  std::optional<bool> runtime_has_nccl;
   std::optional<std::string> srun_path;
   std::optional<std::string> srun_mpi_list;
+  std::string srun_mpi_list_error;
   std::optional<std::string> mpirun_path;
   std::optional<std::string> mpirun_version;
   std::optional<std::string> ompi_info;          // output of `ompi_info`, when it ran

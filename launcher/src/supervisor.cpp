@@ -506,9 +506,13 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
   if (first_failure) {
     const Child& c = children[*first_failure];
     std::string others = stopped_others == 1 ? "1 other rank" : fmt::format("{} other ranks", stopped_others);
-    std::string what = c.spec->label == "rank" ? fmt::format("rank {} (host {})", c.spec->rank, c.spec->host)
-                                               : fmt::format("{} (host {})", c.spec->label, c.spec->host);
-    std::string line = fmt::format("ringrun: {} {}; stopped {}\n", what, describe_status(c.status), others);
+    std::string line =
+        c.spec->label == "rank"
+            ? fmt::format("ringrun: rank {} (host {}) {}; stopped {}\n", c.spec->rank, c.spec->host,
+                          describe_status(c.status), others)
+            // srun/mpirun stopped the other ranks themselves and named the failing one above.
+            : fmt::format("ringrun: {} {}; the failing rank is named in its output above\n", c.spec->label,
+                          describe_status(c.status));
     write_all(STDERR_FILENO, line.data(), line.size());
     return exit_code_of(c.status);
   }

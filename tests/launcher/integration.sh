@@ -195,6 +195,27 @@ PY
   grep -q '^\[0\]<stdout>:rank 0/2 local 0 sum 3$' "$work/out" || fail "$(cat "$work/out")"
   grep -q '^\[1\]<stdout>:rank 1/2 local 1 sum 3$' "$work/out" || fail "$(cat "$work/out")"
   ;;
+mpirun_backend)
+  # Under mpirun every task is `ringrun task`, which plans its node and execs the program.
+  command -v mpirun >/dev/null || { echo "SKIP: mpirun missing"; exit 77; }
+  timeout 60 "$ringrun" --launcher mpirun -np 3 -H localhost:3 -x FOO=bar sh -c \
+    'echo "rank=$RINGRUN_RANK local=$RINGRUN_LOCAL_RANK/$RINGRUN_LOCAL_SIZE torch=$RANK/$WORLD_SIZE foo=$FOO secret=${#RINGRUN_JOB_SECRET}"' \
+    >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "$(cat "$work/err")"
+  for r in 0 1 2; do
+    grep -qx "\[$r\]<stdout>:rank=$r local=$r/3 torch=$r/3 foo=bar secret=64" "$work/out" || fail "rank $r: $(cat "$work/out")"
+  done
+  # The secret travels in the environment, never on mpirun's command line.
+  "$ringrun" --launcher mpirun -np 2 -H localhost:2 --dry-run --json true >"$work/plan"
+  grep -q '"-x", "RINGRUN_JOB_SECRET"' "$work/plan" || fail "secret not passed by name: $(cat "$work/plan")"
+  one=$(timeout 60 "$ringrun" -np 1 --no-tag-output "$build/bin/ringrun-example-train" | tail -n 1 | sed 's/ranks [0-9]*//')
+  two=$(timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 --no-tag-output "$build/bin/ringrun-example-train" | tail -n 1 | sed 's/ranks [0-9]*//')
+  [ -n "$one" ] && [ "$one" = "$two" ] || fail "runtime under mpirun: '$two' vs '$one'"
+  timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 sh -c 'exit $((RANK + 3))' >/dev/null 2>"$work/err"
+  rc=$?
+  [ $rc -ne 0 ] || fail "a failing rank under mpirun exited 0"
+  grep -q "^ringrun: mpirun exited with code" "$work/err" || fail "summary: $(tail -n 2 "$work/err")"
+  ;;
 *)
   fail "unknown case"
   ;;
