@@ -1,7 +1,7 @@
 // ringrun-bench: nccl-tests style sweep of ringrun's collectives, with a peer library (Open MPI or
 // Gloo) timed on the same ranks and buffers in the same run, alternating sample by sample so both
 // see the same machine state. Output as in shared/design.md, "Benchmark output"; RESULTS.md holds
-// the runs. See README.md beside this file for the method.
+// the runs and describes the method and the columns.
 #include "check.hpp"
 #include "dtype.hpp"
 #include "peer.hpp"
