@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -94,8 +96,8 @@ std::optional<std::size_t> parse_bytes(const std::string &text) {
   if (text.empty()) return std::nullopt;
   std::size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0) return std::nullopt;
-  std::size_t value = std::stoull(text.substr(0, digits));
+  if (digits == 0 || digits > 12) return std::nullopt;  // 12 digits: up to about a terabyte
+  const std::size_t value = std::stoull(text.substr(0, digits));
   const std::string suffix = text.substr(digits);
   if (suffix.empty() || suffix == "B") return value;
   if (suffix == "K" || suffix == "KiB" || suffix == "k") return value << 10;
