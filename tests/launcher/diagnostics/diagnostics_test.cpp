@@ -1,0 +1,293 @@
+// The pure diagnostics: doctor's checks from plain facts, their JSON round trip, the --all-nodes
+// tables, the report's redaction and check-build's layout.
+#include "diagnostics.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+using namespace ringrun;
+using namespace ringrun::diagnostics;
+
+namespace {
+
+const Check& find_check(const std::vector<Check>& checks, const std::string& name) {
+  auto it = std::find_if(checks.begin(), checks.end(), [&](const Check& c) { return c.name == name; });
+  REQUIRE_MESSAGE(it != checks.end(), "no check named " << name);
+  return *it;
+}
+
+Environment slurm_env() {
+  return {{"SLURM_JOB_ID", "42"},
+          {"SLURM_JOB_NODELIST", "n[1-2]"},
+          {"SLURM_TASKS_PER_NODE", "4(x2)"},
+          {"SLURM_NTASKS", "8"},
+          {"SLURM_JOB_GPUS", "0,1,2,3"},
+          {"SLURM_GPUS_ON_NODE", "4"},
+          {"SLURM_GPUS_PER_NODE", "4"},
+          {"SLURMD_NODENAME", "n1"}};
+}
+
+}  // namespace
+
+TEST_CASE("outside SLURM the allocation check passes and says what ringrun does instead") {
+  auto checks = check_slurm({});
+  REQUIRE(checks.size() == 1);
+  CHECK(checks[0].status == Status::pass);
+  CHECK(checks[0].detail.find("SLURM_JOB_ID unset") != std::string::npos);
+}
+
+TEST_CASE("a coherent SLURM allocation passes every check") {
+  auto checks = check_slurm(slurm_env());
+  for (const auto& check : checks) CHECK_MESSAGE(check.status == Status::pass, check.name << ": " << check.detail);
+  CHECK(find_check(checks, "slurm allocation").detail.find("job 42") != std::string::npos);
+}
+
+TEST_CASE("a malformed SLURM variable fails with the variable named and a fix") {
+  Environment env = slurm_env();
+  env["SLURM_TASKS_PER_NODE"] = "4(x2";
+  auto checks = check_slurm(env);
+  const Check& check = find_check(checks, "slurm allocation");
+  CHECK(check.status == Status::fail);
+  CHECK(check.detail.find("SLURM_TASKS_PER_NODE") != std::string::npos);
+  CHECK_FALSE(check.fix.empty());
+}
+
+TEST_CASE("more tasks than GPUs on a node fails with the ntasks-per-node to request") {
+  Environment env = slurm_env();
+  env["SLURM_TASKS_PER_NODE"] = "8(x2)";
+  env["SLURM_NTASKS"] = "16";
+  const Check check = find_check(check_slurm(env), "tasks vs GPUs");
+  CHECK(check.status == Status::fail);
+  CHECK(check.detail.find("8 tasks but 4 GPUs") != std::string::npos);
+  CHECK(check.fix.find("--ntasks-per-node=4") != std::string::npos);
+}
+
+TEST_CASE("SLURM_STEP_GPUS and CUDA_VISIBLE_DEVICES naming different counts fails") {
+  Environment env = slurm_env();
+  env["SLURM_STEP_ID"] = "0";
+  env["SLURM_STEP_NODELIST"] = "n[1-2]";
+  env["SLURM_STEP_TASKS_PER_NODE"] = "4(x2)";
+  env["SLURM_STEP_GPUS"] = "4,5,6,7";
+  env["CUDA_VISIBLE_DEVICES"] = "0,1";
+  const Check check = find_check(check_slurm(env), "GPU lists");
+  CHECK(check.status == Status::fail);
+  CHECK(check.detail.find("SLURM_STEP_GPUS='4,5,6,7' names 4") != std::string::npos);
+  CHECK(check.detail.find("CUDA_VISIBLE_DEVICES='0,1' names 2") != std::string::npos);
+  CHECK(check.fix.find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+
+  env["CUDA_VISIBLE_DEVICES"] = "0,1,2,3";  // renumbered by the cgroup: same count is coherent
+  CHECK(find_check(check_slurm(env), "GPU lists").status == Status::pass);
+}
+
+TEST_CASE("duplicate hostnames in the expanded node list fail") {
+  Environment env = slurm_env();
+  env["SLURM_JOB_NODELIST"] = "n1,n[1-2]";
+  env["SLURM_TASKS_PER_NODE"] = "4(x3)";
+  env["SLURM_NTASKS"] = "12";
+  auto checks = check_slurm(env);
+  const Check& check = find_check(checks, "duplicate hostnames");
+  CHECK(check.status == Status::fail);
+  CHECK(check.detail.find("n1 (2x)") != std::string::npos);
+
+  CHECK(check_duplicate_hostnames({"a", "b", "c"}, "hosts").status == Status::pass);
+  Check repeated = check_duplicate_hostnames({"a", "b", "a", "b", "a"}, "SLURM_JOB_NODELIST");
+  CHECK(repeated.status == Status::fail);
+  CHECK(repeated.detail == "SLURM_JOB_NODELIST names a (3x), b (2x) more than once");
+}
+
+TEST_CASE("memlock: unlimited passes, a low limit warns when RDMA devices are present") {
+  CHECK(check_memlock(std::nullopt, true).status == Status::pass);
+  Check low = check_memlock(64 * 1024, true);
+  CHECK(low.status == Status::warn);
+  CHECK(low.detail.find("64 KiB") != std::string::npos);
+  CHECK(low.fix.find("memlock unlimited") != std::string::npos);
+  CHECK(check_memlock(64 * 1024, false).status == Status::pass);
+}
+
+TEST_CASE("/dev/shm: missing or Docker's 64 MiB warns") {
+  CHECK(check_shm(std::nullopt).status == Status::warn);
+  Check small = check_shm(64ull << 20);
+  CHECK(small.status == Status::warn);
+  CHECK(small.fix.find("--shm-size") != std::string::npos);
+  CHECK(check_shm(16ull << 30).status == Status::pass);
+}
+
+TEST_CASE("the chosen network interface must exist, be up and not be loopback") {
+  std::vector<NetInterface> interfaces = {{"eth0", "up", false}, {"eth1", "down", false}, {"lo", "unknown", true}};
+  CHECK(check_network_interface(std::nullopt, interfaces).status == Status::pass);
+  CHECK(check_network_interface(std::string("eth0"), interfaces).status == Status::pass);
+  Check missing = check_network_interface(std::string("ib0"), interfaces);
+  CHECK(missing.status == Status::fail);
+  CHECK(missing.fix.find("eth0") != std::string::npos);
+  CHECK(check_network_interface(std::string("lo"), interfaces).status == Status::fail);
+  CHECK(check_network_interface(std::string("eth1"), interfaces).status == Status::fail);
+  CHECK(check_network_interface(std::nullopt, {{"lo", "unknown", true}}).status == Status::warn);
+}
+
+TEST_CASE("NCCL_SOCKET_IFNAME excluding interfaces but not lo warns") {
+  CHECK_FALSE(check_nccl_socket_ifname({}).has_value());
+  CHECK_FALSE(check_nccl_socket_ifname({{"NCCL_SOCKET_IFNAME", "=eth0"}}).has_value());
+  auto check = check_nccl_socket_ifname({{"NCCL_SOCKET_IFNAME", "^docker0"}});
+  REQUIRE(check.has_value());
+  CHECK(check->status == Status::warn);
+  CHECK(check->fix.find("^docker0,lo") != std::string::npos);
+  CHECK(check_nccl_socket_ifname({{"NCCL_SOCKET_IFNAME", "^docker,lo"}})->status == Status::pass);
+}
+
+TEST_CASE("RDMA ports: down ports and RoCE without an IPv4 GID warn; a stale NCCL_IB_GID_INDEX warns") {
+  HostFacts facts;
+  facts.rdma_ports = {{"mlx5_0", 1, "4: ACTIVE", "InfiniBand", std::nullopt},
+                      {"mlx5_1", 1, "1: DOWN", "InfiniBand", std::nullopt},
+                      {"mlx5_2", 1, "4: ACTIVE", "Ethernet", std::nullopt},
+                      {"mlx5_3", 1, "4: ACTIVE", "Ethernet", 3}};
+  auto checks = check_rdma(facts);
+  CHECK(find_check(checks, "rdma mlx5_0:1").status == Status::pass);
+  CHECK(find_check(checks, "rdma mlx5_1:1").status == Status::warn);
+  CHECK(find_check(checks, "rdma mlx5_1:1").fix.find("NCCL_IB_HCA=^=mlx5_1") != std::string::npos);
+  CHECK(find_check(checks, "rdma mlx5_2:1").status == Status::warn);
+  CHECK(find_check(checks, "rdma mlx5_3:1").detail.find("GID index 3") != std::string::npos);
+
+  facts.env["NCCL_IB_GID_INDEX"] = "3";
+  facts.nccl.version = "2.23.4";
+  CHECK(find_check(check_rdma(facts), "NCCL_IB_GID_INDEX").status == Status::warn);
+  facts.nccl.version = "2.18.1";
+  facts.env["NCCL_IB_GID_INDEX"] = "0";
+  CHECK(find_check(check_rdma(facts), "NCCL_IB_GID_INDEX").fix.find("NCCL_IB_GID_INDEX=3") != std::string::npos);
+}
+
+TEST_CASE("GPUs seen fewer than allocated fails; CUDA driver missing with GPUs fails") {
+  HostFacts facts;
+  facts.env = slurm_env();
+  facts.hostname = "n1";
+  facts.gpus_seen = 3;
+  Check count = check_gpu_count(facts);
+  CHECK(count.status == Status::fail);
+  CHECK(count.detail.find("3 GPU(s) but the allocation gives this node 4") != std::string::npos);
+  facts.gpus_seen = 4;
+  CHECK(check_gpu_count(facts).status == Status::pass);
+
+  facts.cuda_driver.error = "libcuda.so.1: cannot open shared object file";
+  CHECK(check_cuda_driver(facts).status == Status::fail);
+  facts.gpus_seen = 0;
+  CHECK(check_cuda_driver(facts).status == Status::pass);
+}
+
+TEST_CASE("srun missing inside an allocation fails; PMIx is found in srun --mpi=list") {
+  HostFacts facts;
+  facts.env = slurm_env();
+  CHECK(check_srun(facts).status == Status::fail);
+  facts.srun_path = "/usr/bin/srun";
+  facts.srun_mpi_list = "MPI plugin types are...\n\tnone\n\tpmi2\n\tcray_shasta\n";
+  CHECK(check_pmix(facts).status == Status::warn);
+  facts.srun_mpi_list = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4\n";
+  CHECK(check_pmix(facts).status == Status::pass);
+  facts.mpirun_path = "/usr/bin/mpirun";
+  facts.mpirun_version = "HYDRA build details:";
+  CHECK(check_mpirun(facts).status == Status::warn);
+  facts.mpirun_version = "mpirun (Open MPI) 4.1.4";
+  CHECK(check_mpirun(facts).status == Status::pass);
+}
+
+TEST_CASE("doctor's JSON is one array of {name, status, detail, fix} and reads back") {
+  std::vector<Check> checks = {{"a \"quoted\" name", Status::pass, "tab\there", ""},
+                               {"memlock", Status::warn, "64 KiB", "raise it"},
+                               {"gpu count", Status::fail, "3 < 4", "drain"}};
+  std::string text = checks_to_json(checks);
+  CHECK(text.front() == '[');
+  CHECK(text.find('\n') == std::string::npos);
+  CHECK(text.find("{\"name\": \"memlock\", \"status\": \"WARN\", \"detail\": \"64 KiB\", \"fix\": \"raise it\"}") !=
+        std::string::npos);
+  auto back = checks_from_json(text, "test");
+  REQUIRE(back.size() == 3);
+  CHECK(back[0].name == "a \"quoted\" name");
+  CHECK(back[0].detail == "tab\there");
+  CHECK(back[2].status == Status::fail);
+  CHECK(any_failed(back));
+  CHECK(checks_from_json(" [ ] ", "test").empty());
+  CHECK_THROWS_AS(checks_from_json("[{\"name\": \"x\"}]", "node n3"), InputError);
+  CHECK_THROWS_WITH(checks_from_json("[{\"status\": \"MAYBE\"}]", "doctor output of n3"),
+                    doctest::Contains("doctor output of n3"));
+}
+
+TEST_CASE("--all-nodes tables name the failing node and nodes that share a hostname") {
+  std::vector<NodeChecks> nodes = {
+      {"n1", {{"hostname", Status::pass, "node", ""}, {"memlock", Status::pass, "unlimited", ""}}, ""},
+      {"n2", {{"hostname", Status::pass, "node", ""}, {"gpu count", Status::fail, "3 < 4", "drain it"}}, ""},
+      {"n3", {}, "no doctor output from n3"}};
+  std::string text = render_node_tables(nodes);
+  CHECK(text.find("== n1 ==") != std::string::npos);
+  CHECK(text.find("fix: drain it") != std::string::npos);
+  CHECK(text.find("nodes n1, n2 all report hostname 'node'") != std::string::npos);
+  CHECK(text.find("FAIL on n2, n3") != std::string::npos);
+}
+
+TEST_CASE("the report lists the relevant variables and redacts secrets") {
+  CHECK(is_secret_name("RINGRUN_JOB_SECRET"));
+  CHECK(is_secret_name("SLURM_AUTH_TOKEN"));
+  CHECK(is_secret_name("ncclApiKey"));
+  CHECK(is_secret_name("OMPI_MCA_password"));
+  CHECK_FALSE(is_secret_name("SLURM_JOB_ID"));
+  CHECK(is_reported_variable("NCCL_DEBUG"));
+  CHECK_FALSE(is_reported_variable("HOME"));
+
+  ReportFacts facts;
+  facts.ringrun_version = "0.1.0";
+  facts.os = "Debian GNU/Linux 12 (bookworm)";
+  facts.env = {{"RINGRUN_JOB_SECRET", "deadbeef"}, {"NCCL_DEBUG", "INFO"}, {"HOME", "/root"},
+               {"CUDA_API_KEY", "abc123"},       {"SLURM_JOB_ID", "42"}, {"AWS_SECRET_ACCESS_KEY", "zzz"}};
+  std::string report = render_report(facts);
+  CHECK(report.find("- ringrun: 0.1.0") != std::string::npos);
+  CHECK(report.find("NCCL_DEBUG=INFO") != std::string::npos);
+  CHECK(report.find("SLURM_JOB_ID=42") != std::string::npos);
+  CHECK(report.find("RINGRUN_JOB_SECRET=<redacted>") != std::string::npos);
+  CHECK(report.find("CUDA_API_KEY=<redacted>") != std::string::npos);
+  CHECK(report.find("deadbeef") == std::string::npos);
+  CHECK(report.find("abc123") == std::string::npos);
+  CHECK(report.find("HOME") == std::string::npos);
+  CHECK(report.find("zzz") == std::string::npos);
+}
+
+TEST_CASE("check-build: checkbox layout, every unchecked box with its reason on the line") {
+  BuildFacts facts;
+  facts.version = "0.1.0";
+  facts.runtime_library = "/opt/ringrun/lib/libringrun_runtime.so.0";
+  facts.runtime_has_nccl = true;
+  facts.srun_path = "/usr/bin/srun";
+  facts.srun_mpi_list = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\n";
+  facts.mpirun_path = "/usr/bin/mpirun";
+  facts.mpirun_version = "mpirun (Open MPI) 4.1.4";
+  facts.ompi_info = "                 MCA ras: slurm (MCA v2.1.0, API v2.0.0, Component v4.1.4)\n";
+  facts.shm_total_bytes = 64ull << 20;
+  facts.shm_free_bytes = 60ull << 20;
+  facts.nccl.error = "libnccl.so.2 not found in LD_LIBRARY_PATH or /usr/local/cuda/lib64 (cannot open)";
+  facts.hwloc_version = "2.9.0";
+  facts.gpus = std::vector<std::string>{};
+  facts.nics = std::vector<std::string>{"mlx5_0 infiniband"};
+  std::string text = render_check_build(facts);
+  CHECK(text.rfind("ringrun v0.1.0:\n\nAvailable APIs:\n", 0) == 0);
+  CHECK(text.find("    [X] C (ringrun/ringrun.h, /opt/ringrun/lib/libringrun_runtime.so.0)\n") != std::string::npos);
+  CHECK(text.find("    [ ] Python binding: not part of ringrun 0.1.0 yet") != std::string::npos);
+  CHECK(text.find("    [X] srun (/usr/bin/srun; MPI plugins: none, pmi2, pmix)\n") != std::string::npos);
+  CHECK(text.find("    [X] mpirun (/usr/bin/mpirun; mpirun (Open MPI) 4.1.4; SLURM support: yes)\n") != std::string::npos);
+  CHECK(text.find("    [X] Shared memory (/dev/shm: 64 MiB, 60 MiB free)\n") != std::string::npos);
+  CHECK(text.find("    [ ] NCCL: libnccl.so.2 not found in LD_LIBRARY_PATH or /usr/local/cuda/lib64") != std::string::npos);
+  CHECK(text.find("    [ ] GPUs: none seen by hwloc") != std::string::npos);
+  CHECK(text.find("    [X] NICs: 1 (mlx5_0 infiniband)\n") != std::string::npos);
+  for (const char* section : {"\nAvailable launchers:\n", "\nAvailable transports:\n", "\nTopology:\n"})
+    CHECK(text.find(section) != std::string::npos);
+
+  facts.runtime_has_nccl = false;
+  facts.nccl.version = "2.21.5";
+  facts.nccl.path = "/usr/lib/libnccl.so.2";
+  CHECK(render_check_build(facts).find("[ ] NCCL: the runtime library was built without the NCCL transport") != std::string::npos);
+  CHECK_FALSE(ompi_has_slurm_support("                 MCA ras: simulator (MCA v2.1.0)\n"));
+}
+
+TEST_CASE("version and size formatting") {
+  CHECK(nccl_version_string(22105) == "2.21.5");
+  CHECK(nccl_version_string(2408) == "2.4.8");
+  CHECK(cuda_version_string(12040) == "12.4");
+  CHECK(format_bytes(64ull << 20) == "64 MiB");
+  CHECK(format_bytes(3ull << 29) == "1.5 GiB");
+}
