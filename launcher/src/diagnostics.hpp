@@ -119,6 +119,8 @@ struct NodeChecks {
   std::string error;  // when its output could not be read
 };
 std::string render_node_tables(const std::vector<NodeChecks>& nodes);
+// True when a node failed a check, gave no readable output, or shares its hostname with another.
+bool any_node_failed(const std::vector<NodeChecks>& nodes);
 
 // ---- the environment report (--report) --------------------------------------------------------
 

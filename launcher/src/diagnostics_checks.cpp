@@ -221,7 +221,7 @@ Check check_pmix(const HostFacts& facts) {
   auto plugins = parse_srun_mpi_list(*facts.srun_mpi_list);
   bool has_pmix = std::any_of(plugins.begin(), plugins.end(), [](const std::string& p) { return p.rfind("pmix", 0) == 0; });
   if (has_pmix) return pass("pmix", "srun --mpi=list: " + join(plugins));
-  return warn("pmix", "srun offers no pmix plugin (srun --mpi=list: " + join(plugins) + ")",
+  return warn("pmix", plugins.empty() ? "srun --mpi=list lists no MPI plugin" : "srun offers no pmix plugin (srun --mpi=list: " + join(plugins) + ")",
               "ranks bootstrap through ringrun's TCP store instead; for PMIx, build Slurm with --with-pmix");
 }
 
@@ -573,10 +573,26 @@ std::vector<Check> checks_from_json(std::string_view text, std::string_view orig
   return CheckArrayReader(text, origin).read();
 }
 
+namespace {
+// Hostname (from each node's "hostname" check) -> the nodes that report it, for names reported twice.
+std::map<std::string, std::vector<std::string>> shared_hostnames(const std::vector<NodeChecks>& nodes) {
+  std::map<std::string, std::vector<std::string>> nodes_by_hostname;
+  for (const auto& node : nodes)
+    for (const auto& check : node.checks)
+      if (check.name == "hostname") nodes_by_hostname[check.detail].push_back(node.node);
+  std::erase_if(nodes_by_hostname, [](const auto& entry) { return entry.second.size() < 2; });
+  return nodes_by_hostname;
+}
+}  // namespace
+
+bool any_node_failed(const std::vector<NodeChecks>& nodes) {
+  return !shared_hostnames(nodes).empty() ||
+         std::any_of(nodes.begin(), nodes.end(), [](const NodeChecks& n) { return !n.error.empty() || any_failed(n.checks); });
+}
+
 std::string render_node_tables(const std::vector<NodeChecks>& nodes) {
   std::string out;
   std::vector<std::string> failing, warning;
-  std::map<std::string, std::vector<std::string>> nodes_by_hostname;
   for (const auto& node : nodes) {
     out += fmt::format("== {} ==\n", node.node);
     if (!node.error.empty()) {
@@ -589,22 +605,19 @@ std::string render_node_tables(const std::vector<NodeChecks>& nodes) {
     if (any_failed(node.checks)) failing.push_back(node.node);
     else if (std::any_of(node.checks.begin(), node.checks.end(), [](const Check& c) { return c.status == Status::warn; }))
       warning.push_back(node.node);
-    for (const auto& check : node.checks)
-      if (check.name == "hostname") nodes_by_hostname[check.detail].push_back(node.node);
   }
-  bool duplicates = false;
-  for (const auto& [hostname, names] : nodes_by_hostname) {
-    if (names.size() < 2) continue;
-    duplicates = true;
-    out += fmt::format("FAIL  nodes {} all report hostname '{}'\n      fix: give every node a unique hostname\n",
+  auto shared = shared_hostnames(nodes);
+  for (const auto& [hostname, names] : shared)
+    out += fmt::format("FAIL  nodes {} all report hostname '{}'\n      fix: give every node a unique hostname (ranks "
+                       "on nodes sharing a name are taken for one node)\n",
                        join(names), hostname);
-  }
-  if (failing.empty() && !duplicates)
+  if (failing.empty() && shared.empty())
     out += fmt::format("ringrun doctor --all-nodes: no FAIL on {} node(s){}\n", nodes.size(),
                        warning.empty() ? "" : "; WARN on " + join(warning));
+  else if (failing.empty())
+    out += "ringrun doctor --all-nodes: FAIL: nodes share a hostname\n";
   else
-    out += fmt::format("ringrun doctor --all-nodes: FAIL on {}{}\n", failing.empty() ? "no single node" : join(failing),
-                       duplicates ? " (and duplicate hostnames)" : "");
+    out += fmt::format("ringrun doctor --all-nodes: FAIL on {}{}\n", join(failing), shared.empty() ? "" : "; nodes share a hostname");
   return out;
 }
 

@@ -159,7 +159,7 @@ LibraryProbe probe_nccl() {
 
 LibraryProbe probe_cuda_driver() {
   return probe_library("libcuda.so.1", {}, "cuDriverGetVersion", &cuda_version_string,
-                       "LD_LIBRARY_PATH or the loader's paths (the NVIDIA driver installs it)");
+                       "LD_LIBRARY_PATH or the loader's default paths");
 }
 
 std::string hostname() {
@@ -236,7 +236,7 @@ ShmSize shm_size() {
 
 std::string hwloc_version() {
   unsigned api = hwloc_get_api_version();
-  return fmt::format("{} (API {}.{}.{})", HWLOC_VERSION, api >> 16, (api >> 8) & 0xff, api & 0xff);
+  return fmt::format("{} (runtime API {}.{}.{})", HWLOC_VERSION, api >> 16, (api >> 8) & 0xff, api & 0xff);
 }
 
 // The output of `srun --mpi=list`, or why there is none (srun's last line of output).
@@ -406,8 +406,7 @@ int run_doctor_all_nodes(const Environment& env, const DoctorOptions& options) {
     std::cout << "\nOther output of srun:\n";
     for (const auto& l : other_lines) std::cout << "  " << l << "\n";
   }
-  bool failed = std::any_of(nodes.begin(), nodes.end(), [](const NodeChecks& n) { return !n.error.empty() || any_failed(n.checks); });
-  return failed ? 1 : 0;
+  return any_node_failed(nodes) ? 1 : 0;
 }
 
 }  // namespace

@@ -219,7 +219,15 @@ TEST_CASE("--all-nodes tables name the failing node and nodes that share a hostn
   CHECK(text.find("== n1 ==") != std::string::npos);
   CHECK(text.find("fix: drain it") != std::string::npos);
   CHECK(text.find("nodes n1, n2 all report hostname 'node'") != std::string::npos);
-  CHECK(text.find("FAIL on n2, n3") != std::string::npos);
+  CHECK(text.find("FAIL on n2, n3; nodes share a hostname") != std::string::npos);
+  CHECK(any_node_failed(nodes));
+
+  std::vector<NodeChecks> healthy = {{"n1", {{"hostname", Status::pass, "n1", ""}}, ""},
+                                     {"n2", {{"hostname", Status::pass, "n2", ""}}, ""}};
+  CHECK_FALSE(any_node_failed(healthy));
+  healthy[1].checks[0].detail = "n1";  // two servers named alike: the only failure
+  CHECK(any_node_failed(healthy));
+  CHECK(render_node_tables(healthy).find("FAIL: nodes share a hostname") != std::string::npos);
 }
 
 TEST_CASE("the report lists the relevant variables and redacts secrets") {
