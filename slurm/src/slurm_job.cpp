@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "ringrun/slurm.hpp"
@@ -15,6 +16,7 @@
 #if RINGRUN_HAVE_LIBSLURM
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+#include <unistd.h>
 #endif
 
 namespace ringrun {
@@ -60,7 +62,16 @@ Allocation allocation_from_job(const std::string& job_id) {
   if (ec != std::errc{} || end != job_id.data() + job_id.size() || id == 0)
     throw InputError(fmt::format("--jobid '{}' : expected a numeric job id like 1234", job_id));
 
-  // slurm_init() reads SLURM_CONF (or the default or configless source) once per process.
+  // libslurm 22.05 retries a missing configuration for 60 s and then exits the process, so look
+  // first. (Configless clusters, found through DNS SRV, need SLURM_CONF or the file here.)
+  const char* conf = std::getenv("SLURM_CONF");
+  const std::string conf_path = conf && *conf ? conf : "/etc/slurm/slurm.conf";
+  if (access(conf_path.c_str(), R_OK) != 0)
+    throw InputError(fmt::format("--jobid {} : cannot read the Slurm configuration {} ({}); set SLURM_CONF to "
+                                 "the cluster's slurm.conf",
+                                 job_id, conf && *conf ? fmt::format("SLURM_CONF={}", conf_path) : conf_path,
+                                 std::strerror(errno)));
+  // slurm_init() reads the configuration once per process.
   static bool initialized = false;
   if (!initialized) {
     slurm_init(nullptr);
