@@ -8,6 +8,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "core/env.hpp"
 #include "core/process_runtime.hpp"
+#include "engine/process_engine.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 #include "ringrun/store.hpp"
@@ -108,6 +109,7 @@ int ringrun_finalize(void) {
     std::lock_guard lock(process_mutex());
     if (!g_runtime.communicator)
       throw ringrun::RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, "ringrun_finalize: ringrun_init() has not been called");
+    ringrun::engine::shutdown_process_engine();  // pending async ops fail; its thread joins
     auto communicator = std::move(g_runtime.communicator);
     auto exchange = std::move(g_runtime.exchange);
     struct Release {
@@ -128,32 +130,46 @@ int ringrun_local_size(void) { return guarded("ringrun_local_size", [](Communica
 int ringrun_cross_rank(void) { return guarded("ringrun_cross_rank", [](Communicator& c) { return c.world().cross_rank; }); }
 int ringrun_cross_size(void) { return guarded("ringrun_cross_size", [](Communicator& c) { return c.world().cross_size; }); }
 
+// While the engine runs, the synchronous collectives go through it (its thread is then the
+// communicator's only user); before, straight to the communicator.
+using ringrun::engine::OpRequest;
+
 int ringrun_allreduce(const void* send, void* recv, size_t count, ringrun_dtype dtype, ringrun_op op) {
-  return guarded("ringrun_allreduce", [&](Communicator& c) {
-    c.allreduce(send, recv, count, dtype, op);
-    return RINGRUN_OK;
-  });
+  OpRequest request;
+  request.kind = Collective::allreduce;
+  request.send = send;
+  request.recv = recv;
+  request.count = count;
+  request.dtype = dtype;
+  request.op = op;
+  return ringrun::engine::synchronous_collective("ringrun_allreduce", request);
 }
 
 int ringrun_broadcast(void* buf, size_t count, ringrun_dtype dtype, int root) {
-  return guarded("ringrun_broadcast", [&](Communicator& c) {
-    c.broadcast(buf, count, dtype, root);
-    return RINGRUN_OK;
-  });
+  OpRequest request;
+  request.kind = Collective::broadcast;
+  request.send = buf;
+  request.recv = buf;
+  request.count = count;
+  request.dtype = dtype;
+  request.root = root;
+  return ringrun::engine::synchronous_collective("ringrun_broadcast", request);
 }
 
 int ringrun_allgather(const void* send, size_t count, ringrun_dtype dtype, void* recv) {
-  return guarded("ringrun_allgather", [&](Communicator& c) {
-    c.allgather(send, count, dtype, recv);
-    return RINGRUN_OK;
-  });
+  OpRequest request;
+  request.kind = Collective::allgather;
+  request.send = send;
+  request.recv = recv;
+  request.count = count;
+  request.dtype = dtype;
+  return ringrun::engine::synchronous_collective("ringrun_allgather", request);
 }
 
 int ringrun_barrier(void) {
-  return guarded("ringrun_barrier", [](Communicator& c) {
-    c.barrier();
-    return RINGRUN_OK;
-  });
+  OpRequest request;
+  request.kind = Collective::barrier;
+  return ringrun::engine::synchronous_collective("ringrun_barrier", request);
 }
 
 const char* ringrun_last_error(void) { return t_last_error.c_str(); }

@@ -29,6 +29,13 @@ inline constexpr EnvVariable kEnvironment[] = {
   {"SLURM_PROCID", "rank under srun (with SLURM_NTASKS)"},
   {"PMI_RANK", "rank under a PMI-1/2 launcher (with PMI_SIZE)"},
   {"MASTER_ADDR", "with MASTER_PORT: rank 0 hosts the rendezvous store there when there is no PMIx"},
+  {"RINGRUN_FUSION_THRESHOLD_MB", "engine: fusion buffer size in MiB (default 128; 0: no fusion)"},
+  {"RINGRUN_CYCLE_TIME_MS", "engine: longest wait between negotiation cycles while ops are pending (default 1)"},
+  {"RINGRUN_TIMELINE_FILENAME", "engine: rank 0 writes a Chrome trace-event JSON timeline there"},
+  {"RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", "engine: warn about ops not submitted by every rank after this (default 60; 0: never)"},
+  {"RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", "engine: fail such ops after this (default 0: never)"},
+  {"RINGRUN_CACHE_CAPACITY", "engine: response-cache entries (default 1024; 0: no cache)"},
+  {"RINGRUN_FP16_COMPRESSION", "engine: 1: float32 allreduces travel as float16"},
 };
 // clang-format on
 

@@ -1,0 +1,190 @@
+// The engine: named asynchronous collectives, Horovod style. A background thread owns the
+// communicator; ranks submit named ops in any order from any thread, and each cycle the ranks
+// agree which names are ready everywhere and run them in one order on every rank.
+//
+//   Engine engine(comm, EngineConfig::from_environment());
+//   auto op = engine.submit({.kind = Collective::allreduce, .name = "grad.0", .send = g, .recv = g,
+//                            .count = n, .dtype = RINGRUN_FLOAT32, .op = RINGRUN_SUM});
+//   op->wait();          // RINGRUN_OK or an error code; op->message() says why
+//   engine.shutdown();   // collective: fails what is still pending, joins the thread
+//
+// A cycle is one allgather of a small fixed-size record per rank (flags, the byte size of what
+// follows, and a bit per response-cache entry that this rank newly submitted) and, only when some
+// rank submitted a name that is not in the cache (or differs from it), a second allgather of the
+// full descriptions. Every rank applies the same records in rank order, so every rank holds the
+// same table of pending names and decides the same ready list, order, fusion groups and cache
+// updates with no coordinator round trip. Rank 0's clock alone decides stall shutdowns (it sends
+// them in its record) and only rank 0 writes the timeline, as in Horovod.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/communicator.hpp"
+#include "core/world.hpp"
+
+namespace ringrun::engine {
+
+class Timeline;
+
+struct EngineConfig {
+  std::size_t fusion_threshold_bytes = 128u << 20;   // RINGRUN_FUSION_THRESHOLD_MB
+  std::chrono::microseconds cycle_time{1000};         // RINGRUN_CYCLE_TIME_MS: the longest wait to batch
+  std::string timeline_filename;                      // RINGRUN_TIMELINE_FILENAME; empty: none
+  std::chrono::milliseconds stall_warning{60000};     // RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS
+  std::chrono::milliseconds stall_shutdown{0};        // RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS; 0: never
+  std::size_t cache_capacity = 1024;                  // RINGRUN_CACHE_CAPACITY; 0: no cache
+  bool fp16_compression = false;                      // RINGRUN_FP16_COMPRESSION: fp32 allreduce as fp16
+  // When no rank had anything pending in the last cycle, an idle rank still joins a cycle this
+  // often, so that a peer waiting in a cycle (for stall checks, finalize) is never stuck.
+  std::chrono::milliseconds idle_heartbeat{100};
+
+  static EngineConfig from_environment();  // RuntimeError naming the variable when malformed
+};
+
+// What a rank asks for; every rank must describe a name the same way.
+struct OpRequest {
+  core::Collective kind = core::Collective::allreduce;
+  std::string name;
+  const void* send = nullptr;  // allreduce, allgather
+  void* recv = nullptr;        // allreduce (may equal send), allgather (count * size elements), broadcast (the buffer)
+  std::size_t count = 0;
+  ringrun_dtype dtype = RINGRUN_FLOAT32;
+  ringrun_op op = RINGRUN_SUM;
+  int root = 0;  // broadcast
+  // False for names used once (the synchronous calls routed through the engine): they never
+  // take a response-cache entry.
+  bool cacheable = true;
+};
+
+// The completion of one submitted op: shared by the engine and whoever waits.
+// Counters of what the engine did, for tests and benchmarks.
+struct EngineStats {
+  std::uint64_t cycles = 0;                // negotiation rounds
+  std::uint64_t cached_submissions = 0;    // submissions sent as a response-cache bit
+  std::uint64_t described_submissions = 0; // submissions sent in full
+  std::uint64_t fused_allreduces = 0;      // collectives over the fusion buffer
+  std::uint64_t fused_tensors = 0;         // tensors that went through them
+  std::uint64_t completed = 0;             // ops completed (with or without error)
+};
+
+class OpState {
+ public:
+  void complete(int code, std::string message);
+  int wait();                 // blocks until done; the op's status
+  bool done() const;
+  int code() const;           // valid once done()
+  std::string message() const;  // "" on success
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  int code_ = 0;
+  std::string message_;
+};
+
+class Engine {
+ public:
+  // Starts the background thread. The engine uses comm alone from then on until shutdown():
+  // nobody else may call into comm meanwhile.
+  Engine(core::Communicator& comm, EngineConfig config);
+  ~Engine();  // shutdown(), errors swallowed
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues an op; thread-safe. Throws RuntimeError for a bad argument, a name already pending on
+  // this rank, or an engine that is shut down or broken.
+  std::shared_ptr<OpState> submit(OpRequest request);
+
+  // Collective (every rank calls it): ops still pending here or on any rank complete with an
+  // error, the thread joins once every rank has asked to shut down. Idempotent.
+  void shutdown();
+
+  const EngineConfig& config() const { return config_; }
+  EngineStats stats() const;
+
+ private:
+  // What a rank says about a name (no pointers): ranks must agree on it.
+  struct Description {
+    std::string name;
+    core::Collective kind = core::Collective::allreduce;
+    ringrun_dtype dtype = RINGRUN_FLOAT32;
+    ringrun_op op = RINGRUN_SUM;
+    std::int32_t root = 0;
+    std::uint64_t count = 0;
+    bool cacheable = true;
+
+    bool operator==(const Description&) const = default;
+    std::string describe() const;  // "allreduce float32 sum of 10"
+  };
+  // A name pending somewhere, in the table every rank keeps identically.
+  struct Entry {
+    std::uint64_t seq = 0;                                   // creation order = execution order
+    std::vector<std::optional<Description>> per_rank;        // what each rank submitted
+    std::vector<std::chrono::steady_clock::time_point> arrival;  // when each rank's submission was applied here
+    int present = 0;
+    std::chrono::steady_clock::time_point first_seen;
+    std::chrono::steady_clock::time_point last_warned;
+  };
+  struct LocalOp {
+    OpRequest request;
+    std::shared_ptr<OpState> state;
+  };
+
+  void loop();
+  void run_cycle(std::vector<LocalOp> fresh, bool shutdown);
+  void apply_description(int rank, const Description& description, std::chrono::steady_clock::time_point now);
+  void fail_entry(const std::string& name, int code, const std::string& message);
+  void fail_everything(int code, const std::string& message);
+  void execute(const std::vector<std::string>& ready);
+  void execute_allreduce_group(const std::vector<LocalOp*>& group);
+  void execute_single(LocalOp& op);
+  void finish_local(const std::string& name, int code, std::string message);
+  void finish_local_op(LocalOp& op, int code, std::string message);
+  void check_stalls(std::chrono::steady_clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
+  void update_cache(const std::string& name, const Description& description);
+
+  core::Communicator& comm_;
+  const EngineConfig config_;
+  const int rank_;
+  const int size_;
+
+  // Shared with submitters.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<LocalOp> submitted_;           // not yet sent in a cycle
+  std::unordered_map<std::string, bool> local_names_;  // names pending on this rank (submitted, not done)
+  bool shutdown_requested_ = false;
+  bool stopped_ = false;                     // the thread has left its loop
+  int broken_code_ = 0;
+  std::string broken_message_;
+
+  // Owned by the background thread.
+  std::unordered_map<std::string, LocalOp> local_ops_;  // sent in a cycle, not yet done
+  std::map<std::string, Entry> table_;
+  std::uint64_t next_entry_seq_ = 0;
+  std::vector<Description> cache_;                       // by cache bit
+  std::unordered_map<std::string, std::size_t> cache_index_;
+  std::vector<bool> shutdown_seen_;                      // per rank, sticky
+  bool anyone_active_ = false;                           // last cycle: something pending or shutting down somewhere
+  std::vector<std::byte> fusion_buffer_;
+  std::unique_ptr<Timeline> timeline_;
+
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+
+  std::thread thread_;
+};
+
+}  // namespace ringrun::engine

@@ -1,0 +1,162 @@
+// The engine's part of the C API: ringrun_*_async, ringrun_wait, ringrun_test, and the routing of
+// the synchronous collectives while the engine runs.
+#include <atomic>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/process_runtime.hpp"
+#include "engine/process_engine.hpp"
+#include "ringrun/ringrun.h"
+#include "ringrun/runtime.hpp"
+
+struct ringrun_handle_s {
+  std::shared_ptr<ringrun::engine::OpState> state;
+};
+
+namespace ringrun::engine {
+namespace {
+
+std::unique_ptr<Engine> g_engine;      // guarded by process_mutex()
+std::uint64_t g_synchronous_calls = 0;  // names the synchronous calls routed through the engine
+
+core::Communicator& require_communicator(const char* what) {
+  core::Communicator* comm = core::process_communicator();
+  if (!comm) throw RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, fmt::format("{}: ringrun_init() has not been called", what));
+  return *comm;
+}
+
+// With process_mutex() held.
+Engine& process_engine(const char* what) {
+  core::Communicator& comm = require_communicator(what);
+  if (!g_engine) g_engine = std::make_unique<Engine>(comm, EngineConfig::from_environment());
+  return *g_engine;
+}
+
+int submit_async(const char* what, const char* name, OpRequest request, ringrun_handle* out) {
+  try {
+    if (!out) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the handle pointer is null", what));
+    *out = nullptr;
+    if (!name) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the name is null", what));
+    request.name = name;
+    std::shared_ptr<OpState> state;
+    {
+      std::lock_guard lock(core::process_mutex());
+      state = process_engine(what).submit(std::move(request));
+    }
+    *out = new ringrun_handle_s{std::move(state)};
+    core::clear_error();
+    return RINGRUN_OK;
+  } catch (...) {
+    return core::record_error(std::current_exception());
+  }
+}
+
+int finish(const OpState& state) {
+  if (state.code() == RINGRUN_OK) {
+    core::clear_error();
+    return RINGRUN_OK;
+  }
+  return core::record_error(std::make_exception_ptr(RuntimeError(state.code(), state.message())));
+}
+
+}  // namespace
+
+int synchronous_collective(const char* what, const OpRequest& request) {
+  try {
+    std::shared_ptr<OpState> state;
+    {
+      std::lock_guard lock(core::process_mutex());
+      core::Communicator& comm = require_communicator(what);
+      if (!g_engine) {
+        switch (request.kind) {
+          case core::Collective::allreduce:
+            comm.allreduce(request.send, request.recv, request.count, request.dtype, request.op);
+            break;
+          case core::Collective::broadcast: comm.broadcast(request.recv, request.count, request.dtype, request.root); break;
+          case core::Collective::allgather: comm.allgather(request.send, request.count, request.dtype, request.recv); break;
+          case core::Collective::barrier: comm.barrier(); break;
+        }
+        core::clear_error();
+        return RINGRUN_OK;
+      }
+      OpRequest named = request;
+      named.name = fmt::format("{}#{}", what, g_synchronous_calls++);
+      named.cacheable = false;
+      state = g_engine->submit(std::move(named));
+    }
+    state->wait();
+    return finish(*state);
+  } catch (...) {
+    return core::record_error(std::current_exception());
+  }
+}
+
+void shutdown_process_engine() noexcept {
+  if (!g_engine) return;
+  g_engine->shutdown();
+  g_engine.reset();
+  g_synchronous_calls = 0;
+}
+
+}  // namespace ringrun::engine
+
+using ringrun::engine::OpRequest;
+using ringrun::core::Collective;
+
+extern "C" {
+
+int ringrun_allreduce_async(const char* name, const void* send, void* recv, size_t count, ringrun_dtype dtype,
+                            ringrun_op op, ringrun_handle* out) {
+  OpRequest request;
+  request.kind = Collective::allreduce;
+  request.send = send;
+  request.recv = recv;
+  request.count = count;
+  request.dtype = dtype;
+  request.op = op;
+  return ringrun::engine::submit_async("ringrun_allreduce_async", name, std::move(request), out);
+}
+
+int ringrun_broadcast_async(const char* name, void* buf, size_t count, ringrun_dtype dtype, int root,
+                            ringrun_handle* out) {
+  OpRequest request;
+  request.kind = Collective::broadcast;
+  request.send = buf;
+  request.recv = buf;
+  request.count = count;
+  request.dtype = dtype;
+  request.root = root;
+  return ringrun::engine::submit_async("ringrun_broadcast_async", name, std::move(request), out);
+}
+
+int ringrun_allgather_async(const char* name, const void* send, size_t count, ringrun_dtype dtype, void* recv,
+                            ringrun_handle* out) {
+  OpRequest request;
+  request.kind = Collective::allgather;
+  request.send = send;
+  request.recv = recv;
+  request.count = count;
+  request.dtype = dtype;
+  return ringrun::engine::submit_async("ringrun_allgather_async", name, std::move(request), out);
+}
+
+int ringrun_wait(ringrun_handle handle) {
+  if (!handle)
+    return ringrun::core::record_error(std::make_exception_ptr(
+        ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_wait: the handle is null")));
+  std::unique_ptr<ringrun_handle_s> owned(handle);
+  owned->state->wait();
+  return ringrun::engine::finish(*owned->state);
+}
+
+int ringrun_test(ringrun_handle handle, int* done) {
+  if (!handle || !done)
+    return ringrun::core::record_error(std::make_exception_ptr(
+        ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_test: the handle or done pointer is null")));
+  *done = handle->state->done() ? 1 : 0;
+  ringrun::core::clear_error();
+  return RINGRUN_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,94 @@
+#include "engine/timeline.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "ringrun/runtime.hpp"
+
+namespace ringrun::engine {
+
+std::string json_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        else out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+Timeline::Timeline(const std::string& filename) : origin_(Clock::now()) {
+  file_ = std::fopen(filename.c_str(), "w");
+  if (!file_)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("RINGRUN_TIMELINE_FILENAME='{}': cannot create it: {}", filename, std::strerror(errno)));
+  std::fputs("[", file_);
+  event(R"J("name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "ringrun engine (rank 0)"})J");
+  flush();
+}
+
+Timeline::~Timeline() {
+  if (!file_) return;
+  flush();
+  std::fclose(file_);
+}
+
+long long Timeline::micros(Clock::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t - origin_).count();
+}
+
+int Timeline::row(const std::string& tensor) {
+  auto it = rows_.find(tensor);
+  if (it != rows_.end()) return it->second;
+  int id = static_cast<int>(rows_.size()) + 1;
+  rows_.emplace(tensor, id);
+  event(fmt::format(R"J("name": "thread_name", "ph": "M", "pid": 0, "tid": {}, "args": {{"name": {}}})J", id,
+                    json_quote(tensor)));
+  return id;
+}
+
+void Timeline::event(const std::string& json_body) {
+  std::fputs(first_event_ ? "\n{" : ",\n{", file_);
+  first_event_ = false;
+  std::fputs(json_body.c_str(), file_);
+  std::fputs("}", file_);
+  dirty_ = true;
+}
+
+void Timeline::span(const std::string& tensor, const char* phase, Clock::time_point start, Clock::time_point end) {
+  int tid = row(tensor);
+  long long ts = micros(start);
+  long long dur = micros(end) - ts;
+  event(fmt::format(R"J("name": "{}", "ph": "X", "pid": 0, "tid": {}, "ts": {}, "dur": {}, "args": {{"tensor": {}}})J",
+                    phase, tid, ts, dur < 0 ? 0 : dur, json_quote(tensor)));
+}
+
+void Timeline::tick(const std::string& tensor, const std::string& label, Clock::time_point at) {
+  int tid = row(tensor);
+  event(fmt::format(R"J("name": {}, "ph": "i", "s": "t", "pid": 0, "tid": {}, "ts": {}, "args": {{"tensor": {}}})J",
+                    json_quote(label), tid, micros(at), json_quote(tensor)));
+}
+
+void Timeline::mark(const std::string& label, Clock::time_point at) {
+  event(fmt::format(R"J("name": {}, "ph": "i", "s": "p", "pid": 0, "tid": 0, "ts": {})J", json_quote(label), micros(at)));
+}
+
+void Timeline::flush() {
+  if (!dirty_) return;
+  // Close the list, flush, then step back over the closing bracket so the next event replaces it.
+  std::fputs("\n]", file_);
+  std::fflush(file_);
+  std::fseek(file_, -2, SEEK_CUR);
+  dirty_ = false;
+}
+
+}  // namespace ringrun::engine

@@ -1,0 +1,48 @@
+// Chrome trace-event JSON (chrome://tracing, Perfetto), written by rank 0's engine thread. Each
+// tensor is a row (tid) named after it; its phases (NEGOTIATE, MEMCPY_IN_FUSION_BUFFER, ALLREDUCE,
+// MEMCPY_OUT_FUSION_BUFFER, BROADCAST, ALLGATHER, ...) are complete events, and each rank's
+// submission is an instant tick on that row. After every flush() the file ends in "\n]" and is
+// valid JSON; the next event is written over that closing bracket (as Horovod's timeline does).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+
+namespace ringrun::engine {
+
+class Timeline {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Throws RuntimeError naming the file when it cannot be created.
+  explicit Timeline(const std::string& filename);
+  ~Timeline();  // flushes; the file stays valid JSON
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // A phase of tensor's life from start to end.
+  void span(const std::string& tensor, const char* phase, Clock::time_point start, Clock::time_point end);
+  // An instant event on tensor's row, e.g. "rank 3 ready".
+  void tick(const std::string& tensor, const std::string& label, Clock::time_point at);
+  // A process-wide instant event (cycle marks, stall warnings).
+  void mark(const std::string& label, Clock::time_point at);
+  void flush();
+
+ private:
+  int row(const std::string& tensor);
+  void event(const std::string& json_body);
+  long long micros(Clock::time_point t) const;
+
+  std::FILE* file_ = nullptr;
+  Clock::time_point origin_;
+  std::unordered_map<std::string, int> rows_;
+  bool first_event_ = true;
+  bool dirty_ = false;
+};
+
+// s as a JSON string literal, quotes included.
+std::string json_quote(const std::string& s);
+
+}  // namespace ringrun::engine

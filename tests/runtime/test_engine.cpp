@@ -1,0 +1,449 @@
+// The engine (named async ops, negotiation, fusion, response cache, timeline, stall inspector,
+// shutdown) with ranks as threads, each with its own Communicator and Engine.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "engine/engine.hpp"
+#include "rank_threads.hpp"
+#include "ringrun/ringrun.h"
+#include "ringrun/runtime.hpp"
+
+using namespace ringrun;
+using core::Collective;
+using core::Communicator;
+using engine::Engine;
+using engine::EngineConfig;
+using engine::OpRequest;
+using engine::OpState;
+using test::Placement;
+
+namespace {
+
+// Tensor k's element i on rank r: a small integer, exact in every dtype used (fp16 included).
+double value(int rank, std::size_t k, std::size_t i) {
+  return static_cast<double>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3 + k * 5) % 9) - 4);
+}
+
+void store(std::vector<char>& buf, std::size_t i, ringrun_dtype dtype, double v) {
+  switch (dtype) {
+    case RINGRUN_FLOAT32: reinterpret_cast<float*>(buf.data())[i] = static_cast<float>(v); break;
+    case RINGRUN_FLOAT64: reinterpret_cast<double*>(buf.data())[i] = v; break;
+    case RINGRUN_INT32: reinterpret_cast<std::int32_t*>(buf.data())[i] = static_cast<std::int32_t>(v); break;
+    default: FAIL("dtype not used here");
+  }
+}
+
+// One op of the mixed workload, the same description on every rank.
+struct Spec {
+  std::string name;
+  Collective kind;
+  ringrun_dtype dtype;
+  ringrun_op op;
+  std::size_t count;
+  int root;
+};
+
+std::vector<Spec> make_specs(std::size_t n, int ranks) {
+  static const ringrun_dtype dtypes[] = {RINGRUN_FLOAT32, RINGRUN_FLOAT64, RINGRUN_INT32};
+  static const ringrun_op ops[] = {RINGRUN_SUM, RINGRUN_MAX, RINGRUN_MIN};
+  std::vector<Spec> specs;
+  for (std::size_t k = 0; k < n; ++k) {
+    Collective kind = k % 23 == 5 ? Collective::broadcast : k % 29 == 7 ? Collective::allgather : Collective::allreduce;
+    specs.push_back({"t." + std::to_string(k), kind, dtypes[k % 3], ops[(k / 3) % 3], 1 + (k * 13) % 97,
+                     static_cast<int>(k % static_cast<std::size_t>(ranks))});
+  }
+  return specs;
+}
+
+// What rank `rank` submits for spec k (input) and what it must end up with (expected).
+struct Buffers {
+  std::vector<char> input, output, expected;
+};
+
+Buffers make_buffers(const Spec& s, std::size_t k, int rank, int ranks) {
+  const std::size_t elem = core::dtype_size(s.dtype);
+  Buffers b;
+  b.input.assign(s.count * elem, 0);
+  for (std::size_t i = 0; i < s.count; ++i) store(b.input, i, s.dtype, value(rank, k, i));
+  if (s.kind == Collective::allreduce) {
+    b.output.assign(s.count * elem, 0x5a);
+    b.expected.assign(s.count * elem, 0);
+    for (std::size_t i = 0; i < s.count; ++i) {
+      double acc = value(0, k, i);
+      for (int r = 1; r < ranks; ++r) {
+        double v = value(r, k, i);
+        acc = s.op == RINGRUN_SUM ? acc + v : s.op == RINGRUN_MAX ? std::max(acc, v) : std::min(acc, v);
+      }
+      store(b.expected, i, s.dtype, acc);
+    }
+  } else if (s.kind == Collective::broadcast) {
+    b.expected.assign(s.count * elem, 0);
+    for (std::size_t i = 0; i < s.count; ++i) store(b.expected, i, s.dtype, value(s.root, k, i));
+  } else {
+    b.output.assign(s.count * elem * static_cast<std::size_t>(ranks), 0x5a);
+    b.expected.assign(s.count * elem * static_cast<std::size_t>(ranks), 0);
+    for (int r = 0; r < ranks; ++r)
+      for (std::size_t i = 0; i < s.count; ++i) {
+        std::vector<char> one(elem);
+        store(one, 0, s.dtype, value(r, k, i));
+        std::memcpy(b.expected.data() + (static_cast<std::size_t>(r) * s.count + i) * elem, one.data(), elem);
+      }
+  }
+  return b;
+}
+
+OpRequest request_for(const Spec& s, Buffers& b) {
+  OpRequest r;
+  r.kind = s.kind;
+  r.name = s.name;
+  r.count = s.count;
+  r.dtype = s.dtype;
+  r.op = s.op;
+  r.root = s.root;
+  if (s.kind == Collective::broadcast) {
+    r.send = r.recv = b.input.data();
+  } else {
+    r.send = b.input.data();
+    r.recv = b.output.data();
+  }
+  return r;
+}
+
+const std::vector<char>& result_of(const Spec& s, const Buffers& b) {
+  return s.kind == Collective::broadcast ? b.input : b.output;
+}
+
+EngineConfig quick_config() {
+  EngineConfig config;
+  config.idle_heartbeat = std::chrono::milliseconds(20);
+  return config;
+}
+
+int count_dir_entries(const char* dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// True when python3 parses the file as JSON and finds every name in some event's args.tensor.
+bool timeline_valid(const std::string& path, const std::vector<std::string>& names, std::string& why) {
+  std::string list_path = path + ".names";
+  {
+    std::ofstream out(list_path);
+    for (auto& n : names) out << n << "\n";
+  }
+  std::string command = "/usr/bin/python3 -c '"
+                        "import json,sys\n"
+                        "ev=json.load(open(sys.argv[1]))\n"
+                        "seen={e.get(\"args\",{}).get(\"tensor\") for e in ev}\n"
+                        "want=[l.strip() for l in open(sys.argv[2]) if l.strip()]\n"
+                        "missing=[w for w in want if w not in seen]\n"
+                        "sys.exit(\"missing: %s\" % missing[:5] if missing else 0)' " +
+                        path + " " + list_path + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return false;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe)) why += buf;
+  int status = pclose(pipe);
+  std::remove(list_path.c_str());
+  return status == 0;
+}
+
+}  // namespace
+
+TEST_CASE("engine: shuffled named ops from several threads per rank equal the serial reference") {
+  for (Placement placement : {Placement::one_host, Placement::separate_hosts}) {
+    constexpr int kRanks = 2;
+    constexpr int kThreadsPerRank = 4;
+    constexpr std::size_t kOpsPerRank = 2500;  // 2 placements x 2 ranks x 2500 = 10k submissions
+    auto specs = make_specs(kOpsPerRank, kRanks);
+    CAPTURE(test::placement_name(placement));
+    std::atomic<int> wrong{0}, failed{0};
+    std::atomic<std::uint64_t> fused{0};
+    test::run_ranks(kRanks, placement, [&](int rank, Communicator& comm) {
+      EngineConfig config = quick_config();
+      config.fusion_threshold_bytes = 16 << 10;  // small, so that chunks split as well as fuse
+      Engine engine(comm, config);
+      std::vector<Buffers> buffers(specs.size());
+      for (std::size_t k = 0; k < specs.size(); ++k) buffers[k] = make_buffers(specs[k], k, rank, kRanks);
+      // Steps of 100 ops (a training step's gradients): each rank's threads submit the step's ops in
+      // this rank's shuffled order, then wait for them before the next step.
+      std::vector<std::shared_ptr<OpState>> states(specs.size());
+      constexpr std::size_t kStep = 100;
+      for (std::size_t begin = 0; begin < specs.size(); begin += kStep) {
+        std::vector<std::size_t> ids;  // the same ids on every rank, each rank in its own order
+        for (std::size_t k = begin; k < std::min(specs.size(), begin + kStep); ++k) ids.push_back(k);
+        std::mt19937 step_rng(static_cast<unsigned>(begin * 31 + static_cast<std::size_t>(rank)));
+        std::shuffle(ids.begin(), ids.end(), step_rng);
+        std::vector<std::thread> submitters;
+        for (int t = 0; t < kThreadsPerRank; ++t)
+          submitters.emplace_back([&, t] {
+            for (std::size_t j = static_cast<std::size_t>(t); j < ids.size(); j += kThreadsPerRank) {
+              std::size_t k = ids[j];
+              states[k] = engine.submit(request_for(specs[k], buffers[k]));
+              if (j % 37 == static_cast<std::size_t>(rank)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+          });
+        for (auto& th : submitters) th.join();
+        for (std::size_t k : ids) states[k]->wait();
+      }
+      for (std::size_t k = 0; k < specs.size(); ++k) {
+        if (states[k]->wait() != RINGRUN_OK) {
+          if (failed++ == 0) FAIL_CHECK(specs[k].name, ": ", states[k]->message());
+          continue;
+        }
+        const auto& got = result_of(specs[k], buffers[k]);
+        if (got != buffers[k].expected && wrong++ == 0) FAIL_CHECK("rank ", rank, ": ", specs[k].name, " differs from the serial reference");
+      }
+      engine.shutdown();
+      auto st = engine.stats();
+      fused += st.fused_tensors;
+      CHECK(st.completed == kOpsPerRank);
+      if (rank == 0)
+        MESSAGE(std::string(test::placement_name(placement)), ": ", st.completed, " ops in ", st.cycles, " cycles, ", st.fused_tensors,
+                " tensors in ", st.fused_allreduces, " fused allreduces");
+    });
+    CHECK(wrong == 0);
+    CHECK(failed == 0);
+    CHECK(fused > 0);  // some allreduces went through the fusion buffer
+  }
+}
+
+TEST_CASE("engine: steady state negotiates through the response cache, and fp16 compression is exact on small integers") {
+  constexpr int kRanks = 3;
+  auto specs = make_specs(64, kRanks);
+  for (auto& s : specs) {
+    s.kind = Collective::allreduce;
+    s.dtype = RINGRUN_FLOAT32;
+    s.op = RINGRUN_SUM;
+  }
+  std::atomic<int> wrong{0};
+  std::vector<engine::EngineStats> stats(kRanks);
+  test::run_ranks(kRanks, Placement::one_host, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.fp16_compression = true;
+    Engine engine(comm, config);
+    for (int step = 0; step < 5; ++step) {
+      std::vector<Buffers> buffers;
+      std::vector<std::shared_ptr<OpState>> states;
+      for (std::size_t k = 0; k < specs.size(); ++k) buffers.push_back(make_buffers(specs[k], k, rank, kRanks));
+      for (std::size_t j = 0; j < specs.size(); ++j) {
+        std::size_t k = (j * 17 + static_cast<std::size_t>(rank) * 5 + static_cast<std::size_t>(step)) % specs.size();
+        states.resize(specs.size());
+        states[k] = engine.submit(request_for(specs[k], buffers[k]));
+      }
+      for (std::size_t k = 0; k < specs.size(); ++k) {
+        REQUIRE(states[k]->wait() == RINGRUN_OK);
+        if (buffers[k].output != buffers[k].expected) ++wrong;
+      }
+    }
+    engine.shutdown();
+    stats[static_cast<std::size_t>(rank)] = engine.stats();
+  });
+  CHECK(wrong == 0);
+  for (auto& s : stats) {
+    CHECK(s.described_submissions == 64);      // first step only
+    CHECK(s.cached_submissions == 4 * 64);     // every later step through the cache bits
+  }
+}
+
+TEST_CASE("engine: a mismatch fails that op on every rank, naming the tensor and the ranks; others go on") {
+  constexpr int kRanks = 3;
+  std::vector<std::string> messages(kRanks);
+  std::vector<int> codes(kRanks), ok_codes(kRanks);
+  std::vector<float> sums(kRanks);
+  test::run_ranks(kRanks, Placement::separate_hosts, [&](int rank, Communicator& comm) {
+    Engine engine(comm, quick_config());
+    std::vector<float> a(8, 1.0f), b(8, 0.0f), c(1, static_cast<float>(rank + 1)), d(1, 0.0f);
+    OpRequest bad;
+    bad.name = "grad.bad";
+    bad.send = a.data();
+    bad.recv = b.data();
+    bad.count = rank == 1 ? 7 : 8;  // rank 1 disagrees on the count
+    OpRequest good;
+    good.name = "grad.good";
+    good.send = c.data();
+    good.recv = d.data();
+    good.count = 1;
+    auto s1 = engine.submit(bad);
+    auto s2 = engine.submit(good);
+    codes[static_cast<std::size_t>(rank)] = s1->wait();
+    messages[static_cast<std::size_t>(rank)] = s1->message();
+    ok_codes[static_cast<std::size_t>(rank)] = s2->wait();
+    sums[static_cast<std::size_t>(rank)] = d[0];
+    // The name is free again after the failure.
+    bad.count = 8;
+    CHECK(engine.submit(bad)->wait() == RINGRUN_OK);
+    engine.shutdown();
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    CAPTURE(messages[static_cast<std::size_t>(r)]);
+    CHECK(codes[static_cast<std::size_t>(r)] == RINGRUN_ERR_MISMATCH);
+    CHECK(messages[static_cast<std::size_t>(r)] == messages[0]);
+    CHECK(messages[static_cast<std::size_t>(r)].find("'grad.bad'") != std::string::npos);
+    CHECK(messages[static_cast<std::size_t>(r)].find("ranks 0, 2: allreduce float32 sum of 8") != std::string::npos);
+    CHECK(messages[static_cast<std::size_t>(r)].find("rank 1: allreduce float32 sum of 7") != std::string::npos);
+    CHECK(ok_codes[static_cast<std::size_t>(r)] == RINGRUN_OK);
+    CHECK(sums[static_cast<std::size_t>(r)] == 6.0f);
+  }
+}
+
+TEST_CASE("engine: a stalled op fails after the shutdown time, naming the tensor and the missing rank") {
+  std::string message;
+  int code = 0;
+  double waited = 0;
+  std::atomic<bool> lonely_failed{false};
+  test::run_ranks(2, Placement::separate_hosts, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.stall_warning = std::chrono::milliseconds(500);
+    config.stall_shutdown = std::chrono::milliseconds(1500);
+    Engine engine(comm, config);
+    std::vector<float> x(4, 1.0f), y(4, 0.0f);
+    OpRequest r;
+    r.send = x.data();
+    r.recv = y.data();
+    r.count = 4;
+    if (rank == 0) {
+      r.name = "lonely";  // rank 1 never submits it
+      auto start = std::chrono::steady_clock::now();
+      auto s = engine.submit(r);
+      code = s->wait();
+      waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      message = s->message();
+      lonely_failed = true;
+    }
+    while (!lonely_failed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    r.name = "after";  // the engine goes on
+    CHECK(engine.submit(r)->wait() == RINGRUN_OK);
+    CHECK(y[0] == 2.0f);
+    engine.shutdown();
+  });
+  CAPTURE(message);
+  CHECK(code == RINGRUN_ERR_TIMEOUT);
+  CHECK(message.find("'lonely'") != std::string::npos);
+  CHECK(message.find("not by rank 1 (host node1)") != std::string::npos);
+  CHECK(waited >= 1.4);
+  CHECK(waited < 10);
+}
+
+TEST_CASE("engine: the timeline is valid JSON after every flush and holds an event for every tensor") {
+  const std::string path = std::string(RINGRUN_BINARY_DIR) + "/tests/engine_timeline_test.json";
+  std::remove(path.c_str());
+  std::vector<std::string> names;
+  for (int k = 0; k < 40; ++k) names.push_back("layer" + std::to_string(k) + ".weight \"q\"");
+  bool mid_valid = false, end_valid = false;
+  std::string mid_why, end_why;
+  test::run_ranks(2, Placement::one_host, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.timeline_filename = path;
+    Engine engine(comm, config);
+    std::vector<std::vector<float>> bufs(names.size(), std::vector<float>(16, 1.0f));
+    std::vector<std::shared_ptr<OpState>> states;
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      OpRequest r;
+      r.name = names[k];
+      r.send = r.recv = bufs[k].data();
+      r.count = 16;
+      states.push_back(engine.submit(r));
+    }
+    for (auto& s : states) REQUIRE(s->wait() == RINGRUN_OK);
+    // While the engine still runs: the file was flushed after the cycles that ran these ops.
+    OpRequest barrier;
+    barrier.kind = Collective::barrier;
+    barrier.name = "sync.1";
+    REQUIRE(engine.submit(barrier)->wait() == RINGRUN_OK);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the flush follows the completions
+    if (rank == 0) mid_valid = timeline_valid(path, names, mid_why);
+    barrier.name = "sync.2";
+    REQUIRE(engine.submit(barrier)->wait() == RINGRUN_OK);
+    engine.shutdown();
+  });
+  CHECK_MESSAGE(mid_valid, mid_why);
+  end_valid = timeline_valid(path, names, end_why);
+  CHECK_MESSAGE(end_valid, end_why);
+  std::string text = read_file(path);
+  CHECK(text.find("NEGOTIATE") != std::string::npos);
+  CHECK(text.find("MEMCPY_IN_FUSION_BUFFER") != std::string::npos);
+  CHECK(text.find("rank 1 ready") != std::string::npos);
+}
+
+TEST_CASE("engine: shutdown with pending ops fails them on every rank and leaves no thread or socket") {
+  const int threads_before = count_dir_entries("/proc/self/task");
+  const int fds_before = count_dir_entries("/proc/self/fd");
+  std::vector<std::string> messages(2);
+  std::vector<int> codes(2);
+  test::run_ranks(2, Placement::separate_hosts, [&](int rank, Communicator& comm) {
+    Engine engine(comm, quick_config());
+    std::vector<float> x(4, 1.0f);
+    OpRequest r;
+    r.send = r.recv = x.data();
+    r.count = 4;
+    r.name = "only.on.rank." + std::to_string(rank);
+    auto pending = engine.submit(r);
+    r.name = "both";
+    CHECK(engine.submit(r)->wait() == RINGRUN_OK);
+    engine.shutdown();
+    codes[static_cast<std::size_t>(rank)] = pending->wait();
+    messages[static_cast<std::size_t>(rank)] = pending->message();
+    // After shutdown, submissions are refused with a message naming the tensor.
+    r.name = "late";
+    try {
+      engine.submit(r);
+      FAIL_CHECK("submit after shutdown succeeded");
+    } catch (const RuntimeError& e) {
+      CHECK(std::string(e.what()).find("'late'") != std::string::npos);
+    }
+    comm.finalize();
+  });
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(messages[static_cast<std::size_t>(r)]);
+    CHECK(codes[static_cast<std::size_t>(r)] == RINGRUN_ERR_NOT_INITIALIZED);
+    CHECK(messages[static_cast<std::size_t>(r)].find("'only.on.rank." + std::to_string(r) + "'") != std::string::npos);
+    CHECK(messages[static_cast<std::size_t>(r)].find("ringrun_finalize()") != std::string::npos);
+  }
+  CHECK(count_dir_entries("/proc/self/task") == threads_before);
+  CHECK(count_dir_entries("/proc/self/fd") == fds_before);
+}
+
+TEST_CASE("engine: bad arguments and duplicate pending names are refused at submission") {
+  test::run_ranks(1, Placement::one_host, [&](int, Communicator& comm) {
+    Engine engine(comm, quick_config());
+    std::vector<float> x(4, 1.0f);
+    OpRequest r;
+    r.count = 4;
+    r.name = "nullbuf";
+    CHECK_THROWS_WITH_AS(engine.submit(r), doctest::Contains("'nullbuf'"), RuntimeError);
+    r.send = r.recv = x.data();
+    r.name = "";
+    CHECK_THROWS_AS(engine.submit(r), RuntimeError);
+    r.kind = Collective::broadcast;
+    r.name = "b";
+    r.root = 3;
+    CHECK_THROWS_WITH_AS(engine.submit(r), doctest::Contains("root 3"), RuntimeError);
+    engine.shutdown();
+  });
+}
