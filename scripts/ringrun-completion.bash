@@ -1,0 +1,62 @@
+# Bash completion for ringrun(1): options, subcommands, and the values some options take.
+# Installed as share/bash-completion/completions/ringrun; source it to try it by hand.
+
+_ringrun() {
+  local cur prev
+  cur=${COMP_WORDS[COMP_CWORD]}
+  prev=${COMP_WORDS[COMP_CWORD-1]}
+
+  local options="-h --help --version -np --num-proc -H --hosts --hostfile -hostfile --launcher -x --env
+    --output-filename --no-tag-output --network-interface --start-timeout --grace-period --oversubscribe
+    --dry-run --json --topology -v --verbose --gpus-per-rank --bind --cpus-per-rank --fusion-threshold-mb
+    --cycle-time-ms --timeline-filename --stall-check-warning-time-seconds
+    --stall-check-shutdown-time-seconds --check-build -cb"
+  local subcommands="check-build doctor topo template"
+
+  # Once the program has started (a word that is neither an option nor an option's value), complete
+  # its arguments as files and commands.
+  local i word subcommand=""
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word=${COMP_WORDS[i]}
+    case $word in
+      check-build | doctor | topo | template) subcommand=$word; break ;;
+      --) COMPREPLY=($(compgen -c -f -- "$cur")); return ;;
+    esac
+  done
+
+  case $prev in
+    --launcher) COMPREPLY=($(compgen -W "auto local srun mpirun" -- "$cur")); return ;;
+    --bind) COMPREPLY=($(compgen -W "cores none" -- "$cur")); return ;;
+    --gpus-per-rank) COMPREPLY=($(compgen -W "0 1" -- "$cur")); return ;;
+    --network-interface)
+      COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
+    --hostfile | -hostfile | --topology | --timeline-filename)
+      COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --output-filename) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    -np | --num-proc | -H | --hosts | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
+      --fusion-threshold-mb | --cycle-time-ms | --stall-check-warning-time-seconds | \
+      --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time)
+      return ;;
+  esac
+
+  case $subcommand in
+    doctor)
+      COMPREPLY=($(compgen -W "--json --all-nodes --report --network-interface -h --help" -- "$cur")); return ;;
+    template)
+      COMPREPLY=($(compgen -W "single-node multi-node-srun multi-node-mpirun preemptible --nodes --gpus-per-node
+        --time" -- "$cur")); return ;;
+    topo)
+      COMPREPLY=($(compgen -W "--topology --json -np --num-proc --gpus-per-rank --bind --cpus-per-rank" -- "$cur"))
+      return ;;
+    check-build) return ;;
+  esac
+
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$options" -- "$cur"))
+  elif ((COMP_CWORD == 1)); then
+    COMPREPLY=($(compgen -W "$subcommands" -c -- "$cur"))
+  else
+    COMPREPLY=($(compgen -c -f -- "$cur"))
+  fi
+}
+complete -F _ringrun ringrun
