@@ -17,7 +17,12 @@ struct ringrun_handle_s {
 namespace ringrun::engine {
 namespace {
 
-std::unique_ptr<Engine> g_engine;      // guarded by process_mutex()
+// Guarded by process_mutex(). A function-local static: first built after the C API's runtime, so
+// destroyed before it at exit (a program that never called ringrun_finalize()).
+std::unique_ptr<Engine>& engine_slot() {
+  static std::unique_ptr<Engine> engine;
+  return engine;
+}
 std::uint64_t g_synchronous_calls = 0;  // names the synchronous calls routed through the engine
 
 core::Communicator& require_communicator(const char* what) {
@@ -29,8 +34,9 @@ core::Communicator& require_communicator(const char* what) {
 // With process_mutex() held.
 Engine& process_engine(const char* what) {
   core::Communicator& comm = require_communicator(what);
-  if (!g_engine) g_engine = std::make_unique<Engine>(comm, EngineConfig::from_environment());
-  return *g_engine;
+  auto& engine = engine_slot();
+  if (!engine) engine = std::make_unique<Engine>(comm, EngineConfig::from_environment());
+  return *engine;
 }
 
 int submit_async(const char* what, const char* name, OpRequest request, ringrun_handle* out) {
@@ -68,7 +74,8 @@ int synchronous_collective(const char* what, const OpRequest& request) {
     {
       std::lock_guard lock(core::process_mutex());
       core::Communicator& comm = require_communicator(what);
-      if (!g_engine) {
+      auto& engine = engine_slot();
+      if (!engine) {
         switch (request.kind) {
           case core::Collective::allreduce:
             comm.allreduce(request.send, request.recv, request.count, request.dtype, request.op);
@@ -83,7 +90,7 @@ int synchronous_collective(const char* what, const OpRequest& request) {
       OpRequest named = request;
       named.name = fmt::format("{}#{}", what, g_synchronous_calls++);
       named.cacheable = false;
-      state = g_engine->submit(std::move(named));
+      state = engine->submit(std::move(named));
     }
     state->wait();
     return finish(*state);
@@ -93,9 +100,10 @@ int synchronous_collective(const char* what, const OpRequest& request) {
 }
 
 void shutdown_process_engine() noexcept {
-  if (!g_engine) return;
-  g_engine->shutdown();
-  g_engine.reset();
+  auto& engine = engine_slot();
+  if (!engine) return;
+  engine->shutdown();
+  engine.reset();
   g_synchronous_calls = 0;
 }
 

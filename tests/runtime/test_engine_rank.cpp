@@ -1,0 +1,126 @@
+// One rank of the engine's process test, through the C API only: a synchronous allreduce before
+// the engine starts, named async ops from two threads in a per-rank shuffled order, synchronous
+// calls while the engine runs, ringrun_test polling, and ringrun_finalize with an op pending.
+// Prints "engine rank R: ok" and exits 0, or prints what failed and exits 1.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringrun/ringrun.h"
+
+namespace {
+
+int g_rank = -1;
+
+int fail(const std::string& what) {
+  std::printf("engine rank %d: FAILED: %s (last error: %s)\n", g_rank, what.c_str(), ringrun_last_error());
+  return 1;
+}
+
+// Threads of this process, and descriptors that are sockets.
+void count_threads_and_sockets(int& threads, int& sockets) {
+  threads = sockets = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++threads;
+    closedir(d);
+  }
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      char target[256] = {};
+      std::string path = std::string("/proc/self/fd/") + e->d_name;
+      if (readlink(path.c_str(), target, sizeof target - 1) > 0 && std::strncmp(target, "socket:", 7) == 0) ++sockets;
+    }
+    closedir(d);
+  }
+}
+
+}  // namespace
+
+int main() {
+  if (ringrun_init() != RINGRUN_OK) return fail("ringrun_init");
+  g_rank = ringrun_rank();
+  const int size = ringrun_size();
+
+  float before = static_cast<float>(g_rank + 1);
+  if (ringrun_allreduce(&before, &before, 1, RINGRUN_FLOAT32, RINGRUN_SUM) != RINGRUN_OK) return fail("sync allreduce");
+  if (before != static_cast<float>(size * (size + 1) / 2)) return fail("sync allreduce result");
+
+  constexpr int kTensors = 300;
+  std::vector<std::vector<float>> data(kTensors);
+  std::vector<ringrun_handle> handles(kTensors, nullptr);
+  std::vector<int> order(kTensors);
+  for (int k = 0; k < kTensors; ++k) {
+    order[static_cast<std::size_t>(k)] = k;
+    data[static_cast<std::size_t>(k)].assign(static_cast<std::size_t>(1 + k % 50), static_cast<float>(g_rank + k));
+  }
+  std::mt19937 rng(static_cast<unsigned>(17 + g_rank));
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::thread> submitters;
+  std::vector<int> submit_errors(2, 0);
+  for (int t = 0; t < 2; ++t)
+    submitters.emplace_back([&, t] {
+      for (std::size_t j = static_cast<std::size_t>(t); j < order.size(); j += 2) {
+        int k = order[j];
+        auto& v = data[static_cast<std::size_t>(k)];
+        std::string name = "grad." + std::to_string(k);
+        if (ringrun_allreduce_async(name.c_str(), v.data(), v.data(), v.size(), RINGRUN_FLOAT32, RINGRUN_SUM,
+                                    &handles[static_cast<std::size_t>(k)]) != RINGRUN_OK)
+          ++submit_errors[static_cast<std::size_t>(t)];
+      }
+    });
+  for (auto& t : submitters) t.join();
+  if (submit_errors[0] + submit_errors[1]) return fail("async submissions");
+
+  // Synchronous calls while the engine runs go through it.
+  std::vector<int> gathered(static_cast<std::size_t>(size));
+  int mine = g_rank * 10;
+  if (ringrun_allgather(&mine, 1, RINGRUN_INT32, gathered.data()) != RINGRUN_OK) return fail("sync allgather");
+  for (int r = 0; r < size; ++r)
+    if (gathered[static_cast<std::size_t>(r)] != r * 10) return fail("sync allgather result");
+  if (ringrun_barrier() != RINGRUN_OK) return fail("sync barrier");
+
+  for (int k = 0; k < kTensors; ++k) {
+    int done = 0;
+    if (ringrun_test(handles[static_cast<std::size_t>(k)], &done) != RINGRUN_OK) return fail("ringrun_test");
+    if (ringrun_wait(handles[static_cast<std::size_t>(k)]) != RINGRUN_OK) return fail("wait grad." + std::to_string(k));
+    float expected = 0;
+    for (int r = 0; r < size; ++r) expected += static_cast<float>(r + k);
+    for (float x : data[static_cast<std::size_t>(k)])
+      if (x != expected) return fail("result of grad." + std::to_string(k));
+  }
+
+  // A mismatch through the C API: every rank gets RINGRUN_ERR_MISMATCH naming the tensor.
+  std::vector<float> m(static_cast<std::size_t>(4 + g_rank), 1.0f);
+  ringrun_handle mismatch = nullptr;
+  if (ringrun_allreduce_async("mismatched", m.data(), m.data(), m.size(), RINGRUN_FLOAT32, RINGRUN_SUM, &mismatch) !=
+      RINGRUN_OK)
+    return fail("submit mismatched");
+  if (ringrun_wait(mismatch) != RINGRUN_ERR_MISMATCH || !std::strstr(ringrun_last_error(), "'mismatched'"))
+    return fail("mismatch not reported");
+
+  // An op only this rank submits: ringrun_finalize completes it with an error.
+  float lonely = 1;
+  std::string name = "lonely." + std::to_string(g_rank);
+  ringrun_handle pending = nullptr;
+  if (ringrun_allreduce_async(name.c_str(), &lonely, &lonely, 1, RINGRUN_FLOAT32, RINGRUN_SUM, &pending) != RINGRUN_OK)
+    return fail("submit lonely");
+  if (ringrun_finalize() != RINGRUN_OK) return fail("ringrun_finalize");
+  if (ringrun_wait(pending) != RINGRUN_ERR_NOT_INITIALIZED || !std::strstr(ringrun_last_error(), name.c_str()))
+    return fail("pending op after finalize");
+  std::printf("engine rank %d: pending op: %s\n", g_rank, ringrun_last_error());
+
+  int threads = 0, sockets = 0;
+  count_threads_and_sockets(threads, sockets);
+  if (threads != 1 || sockets != 0)
+    return fail("after finalize: " + std::to_string(threads) + " threads, " + std::to_string(sockets) + " sockets");
+  std::printf("engine rank %d: ok\n", g_rank);
+  return 0;
+}
