@@ -6,7 +6,7 @@ _ringrun() {
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD-1]}
 
-  local options="-h --help --version -np --num-proc -H --hosts --hostfile -hostfile --launcher -x --env
+  local options="-h --help --version -np --num-proc -H --hosts --hostfile -hostfile --jobid --launcher -x --env
     --output-filename --no-tag-output --network-interface --start-timeout --grace-period --oversubscribe
     --dry-run --json --topology -v --verbose --gpus-per-rank --bind --cpus-per-rank --fusion-threshold-mb
     --cycle-time-ms --timeline-filename --stall-check-warning-time-seconds
@@ -33,7 +33,7 @@ _ringrun() {
     --hostfile | -hostfile | --topology | --timeline-filename)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output-filename) COMPREPLY=($(compgen -d -- "$cur")); return ;;
-    -np | --num-proc | -H | --hosts | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
+    -np | --num-proc | -H | --hosts | --jobid | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
       --fusion-threshold-mb | --cycle-time-ms | --stall-check-warning-time-seconds | \
       --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time)
       return ;;
