@@ -33,7 +33,7 @@ enum class Status { pass, warn, fail };
 const char* to_string(Status);  // "PASS", "WARN", "FAIL"
 
 struct Check {
-  std::string name;    // "slurm allocation", "memlock", ...
+  std::string name;  // "slurm allocation", "memlock", ...
   Status status = Status::pass;
   std::string detail;  // what was found, one line
   std::string fix;     // one line; empty for PASS
@@ -48,10 +48,10 @@ struct LibraryProbe {
 };
 
 struct RdmaPort {
-  std::string device;      // "mlx5_0"
+  std::string device;  // "mlx5_0"
   int port = 1;
-  std::string state;       // "4: ACTIVE"
-  std::string link_layer;  // "InfiniBand", "Ethernet"
+  std::string state;                  // "4: ACTIVE"
+  std::string link_layer;             // "InfiniBand", "Ethernet"
   std::optional<int> roce_gid_index;  // for Ethernet (RoCE) ports: the GID NCCL would pick
 };
 
@@ -65,19 +65,19 @@ struct HostFacts {
   Environment env;
   std::string hostname;
   std::optional<std::string> srun_path;
-  std::optional<std::string> srun_mpi_list;     // output of `srun --mpi=list`, when it ran
-  std::string srun_mpi_list_error;              // why it did not, e.g. srun's last line
+  std::optional<std::string> srun_mpi_list;  // output of `srun --mpi=list`, when it ran
+  std::string srun_mpi_list_error;           // why it did not, e.g. srun's last line
   std::optional<std::string> mpirun_path;
-  std::optional<std::string> mpirun_version;    // first line of `mpirun --version`
+  std::optional<std::string> mpirun_version;  // first line of `mpirun --version`
   LibraryProbe nccl;
   LibraryProbe cuda_driver;
-  std::optional<int> gpus_seen;                 // from hwloc; nullopt when it failed
+  std::optional<int> gpus_seen;  // from hwloc; nullopt when it failed
   std::string topology_error;
   std::vector<RdmaPort> rdma_ports;
   std::optional<std::uint64_t> memlock_soft_bytes;  // nullopt = unlimited
   std::optional<std::uint64_t> shm_total_bytes;     // nullopt = /dev/shm missing
-  std::optional<std::string> network_interface;      // --network-interface or RINGRUN_NETWORK_INTERFACE
-  std::vector<NetInterface> interfaces;              // /sys/class/net
+  std::optional<std::string> network_interface;     // --network-interface or RINGRUN_NETWORK_INTERFACE
+  std::vector<NetInterface> interfaces;             // /sys/class/net
 };
 
 // ---- pure checks ------------------------------------------------------------------------------
@@ -131,11 +131,11 @@ bool is_reported_variable(std::string_view name);
 
 struct ReportFacts {
   std::string ringrun_version;
-  std::string os;        // PRETTY_NAME from /etc/os-release
-  std::string kernel;    // uname -srm
-  std::string cpu;       // model name and count
-  std::string hwloc;     // hwloc version and a topology summary
-  std::string nccl;      // version or reason
+  std::string os;      // PRETTY_NAME from /etc/os-release
+  std::string kernel;  // uname -srm
+  std::string cpu;     // model name and count
+  std::string hwloc;   // hwloc version and a topology summary
+  std::string nccl;    // version or reason
   std::string cuda_driver;
   Environment env;
 };
@@ -156,7 +156,7 @@ struct BuildFacts {
   std::string srun_mpi_list_error;
   std::optional<std::string> mpirun_path;
   std::optional<std::string> mpirun_version;
-  std::optional<std::string> ompi_info;          // output of `ompi_info`, when it ran
+  std::optional<std::string> ompi_info;  // output of `ompi_info`, when it ran
   std::optional<std::uint64_t> shm_total_bytes;
   std::optional<std::uint64_t> shm_free_bytes;
   LibraryProbe nccl;

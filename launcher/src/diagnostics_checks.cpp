@@ -11,7 +11,6 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
-#include <set>
 
 namespace ringrun::diagnostics {
 namespace {
@@ -76,9 +75,12 @@ bool version_at_least(const std::string& version, int major, int minor) {
 
 const char* to_string(Status status) {
   switch (status) {
-    case Status::pass: return "PASS";
-    case Status::warn: return "WARN";
-    case Status::fail: return "FAIL";
+    case Status::pass:
+      return "PASS";
+    case Status::warn:
+      return "WARN";
+    case Status::fail:
+      return "FAIL";
   }
   return "?";
 }
@@ -107,7 +109,8 @@ Check check_duplicate_hostnames(const std::vector<std::string>& hosts, std::stri
   std::vector<std::string> repeated;
   for (const auto& [host, count] : counts)
     if (count > 1) repeated.push_back(fmt::format("{} ({}x)", host, count));
-  if (repeated.empty()) return pass("duplicate hostnames", fmt::format("none among {} hosts of {}", hosts.size(), what));
+  if (repeated.empty())
+    return pass("duplicate hostnames", fmt::format("none among {} hosts of {}", hosts.size(), what));
   return fail("duplicate hostnames", fmt::format("{} names {} more than once", what, join(repeated)),
               "give every node a unique hostname: ranks on nodes sharing a name are taken for one node "
               "(shared memory and CUDA IPC across hosts fail)");
@@ -130,14 +133,14 @@ std::vector<Check> check_slurm(const Environment& env) {
     return checks;
   }
   if (!allocation || allocation->hosts.empty()) {
-    checks.push_back(fail("slurm allocation", fmt::format("job {} but no node list (SLURM_JOB_NODELIST unset)", *job_id),
+    checks.push_back(fail("slurm allocation",
+                          fmt::format("job {} but no node list (SLURM_JOB_NODELIST unset)", *job_id),
                           "run ringrun from the shell salloc/sbatch started, with the SLURM_* variables unedited"));
     return checks;
   }
-  checks.push_back(pass("slurm allocation",
-                        fmt::format("job {}{}: {} node(s), {} task slot(s)", *job_id,
-                                    allocation->inside_step ? " (inside a step)" : "", allocation->hosts.size(),
-                                    allocation->total_slots())));
+  checks.push_back(pass("slurm allocation", fmt::format("job {}{}: {} node(s), {} task slot(s)", *job_id,
+                                                        allocation->inside_step ? " (inside a step)" : "",
+                                                        allocation->hosts.size(), allocation->total_slots())));
 
   // Tasks vs GPUs on each node whose GPUs are known.
   std::vector<std::string> overfull, idle;
@@ -147,12 +150,15 @@ std::vector<Check> check_slurm(const Environment& env) {
     int gpus = static_cast<int>(host.gpus.size());
     fewest_gpus = nodes_with_gpus == 0 ? gpus : std::min(fewest_gpus, gpus);
     ++nodes_with_gpus;
-    if (host.slots > gpus) overfull.push_back(fmt::format("{} has {} tasks but {} GPUs", host.name, host.slots, gpus));
-    else if (host.slots < gpus && allocation->ntasks) idle.push_back(fmt::format("{} has {} tasks for {} GPUs", host.name, host.slots, gpus));
+    if (host.slots > gpus)
+      overfull.push_back(fmt::format("{} has {} tasks but {} GPUs", host.name, host.slots, gpus));
+    else if (host.slots < gpus && allocation->ntasks)
+      idle.push_back(fmt::format("{} has {} tasks for {} GPUs", host.name, host.slots, gpus));
   }
   if (nodes_with_gpus == 0) {
-    checks.push_back(pass("tasks vs GPUs", "not compared: the allocation names no GPUs (ranks run CPU-only unless "
-                                           "CUDA_VISIBLE_DEVICES says otherwise)"));
+    checks.push_back(pass("tasks vs GPUs",
+                          "not compared: the allocation names no GPUs (ranks run CPU-only unless "
+                          "CUDA_VISIBLE_DEVICES says otherwise)"));
   } else if (!overfull.empty()) {
     checks.push_back(fail("tasks vs GPUs", fmt::format("{} (one GPU per rank)", join(overfull)),
                           fmt::format("request --ntasks-per-node={} (or more GPUs per node), or run CPU-only ranks "
@@ -162,7 +168,8 @@ std::vector<Check> check_slurm(const Environment& env) {
     checks.push_back(warn("tasks vs GPUs", fmt::format("{}: some GPUs stay idle", join(idle)),
                           fmt::format("request --ntasks-per-node={} to use every GPU", fewest_gpus)));
   } else {
-    checks.push_back(pass("tasks vs GPUs", fmt::format("{} node(s) with GPUs, no more tasks than GPUs on any", nodes_with_gpus)));
+    checks.push_back(
+        pass("tasks vs GPUs", fmt::format("{} node(s) with GPUs, no more tasks than GPUs on any", nodes_with_gpus)));
   }
 
   // SLURM's GPU list vs CUDA_VISIBLE_DEVICES.
@@ -170,17 +177,19 @@ std::vector<Check> check_slurm(const Environment& env) {
   auto slurm_gpus = lookup(env, list_name);
   auto cuda_visible = lookup(env, "CUDA_VISIBLE_DEVICES");
   if (!slurm_gpus || !cuda_visible) {
-    checks.push_back(pass("GPU lists", fmt::format("not compared: {} unset", !slurm_gpus ? "SLURM_STEP_GPUS and SLURM_JOB_GPUS are" : "CUDA_VISIBLE_DEVICES is")));
+    checks.push_back(
+        pass("GPU lists", fmt::format("not compared: {} unset", !slurm_gpus ? "SLURM_STEP_GPUS and SLURM_JOB_GPUS are"
+                                                                            : "CUDA_VISIBLE_DEVICES is")));
   } else {
     auto slurm_list = split_commas(*slurm_gpus);
     auto cuda_list = split_commas(*cuda_visible);
     if (*cuda_visible == "NoDevFiles" || slurm_list.size() != cuda_list.size()) {
-      checks.push_back(fail("GPU lists",
-                            fmt::format("{}='{}' names {} GPU(s) but CUDA_VISIBLE_DEVICES='{}' names {}", list_name,
-                                        *slurm_gpus, slurm_list.size(), *cuda_visible,
-                                        *cuda_visible == "NoDevFiles" ? 0 : cuda_list.size()),
-                            "do not set CUDA_VISIBLE_DEVICES in the job script; request the GPUs with "
-                            "--gpus-per-node and let Slurm set it"));
+      checks.push_back(
+          fail("GPU lists",
+               fmt::format("{}='{}' names {} GPU(s) but CUDA_VISIBLE_DEVICES='{}' names {}", list_name, *slurm_gpus,
+                           slurm_list.size(), *cuda_visible, *cuda_visible == "NoDevFiles" ? 0 : cuda_list.size()),
+               "do not set CUDA_VISIBLE_DEVICES in the job script; request the GPUs with "
+               "--gpus-per-node and let Slurm set it"));
     } else {
       checks.push_back(pass("GPU lists", fmt::format("{}='{}' and CUDA_VISIBLE_DEVICES='{}' name {} GPU(s) each",
                                                      list_name, *slurm_gpus, *cuda_visible, slurm_list.size())));
@@ -189,8 +198,8 @@ std::vector<Check> check_slurm(const Environment& env) {
 
   // Duplicate hostnames in the expanded node list.
   std::string nodelist_name = allocation->inside_step && lookup(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
-                              : lookup(env, "SLURM_JOB_NODELIST")                          ? "SLURM_JOB_NODELIST"
-                                                                                           : "SLURM_NODELIST";
+                              : lookup(env, "SLURM_JOB_NODELIST")                           ? "SLURM_JOB_NODELIST"
+                                                                                            : "SLURM_NODELIST";
   if (auto nodelist = lookup(env, nodelist_name)) {
     try {
       checks.push_back(check_duplicate_hostnames(expand_hostlist(*nodelist, 1'000'000, nodelist_name), nodelist_name));
@@ -219,9 +228,12 @@ Check check_pmix(const HostFacts& facts) {
     return warn("pmix", "`srun --mpi=list` failed: " + facts.srun_mpi_list_error,
                 "make Slurm's configuration reachable from this host (slurm.conf or the slurmctld DNS SRV record)");
   auto plugins = parse_srun_mpi_list(*facts.srun_mpi_list);
-  bool has_pmix = std::any_of(plugins.begin(), plugins.end(), [](const std::string& p) { return p.rfind("pmix", 0) == 0; });
+  bool has_pmix =
+      std::any_of(plugins.begin(), plugins.end(), [](const std::string& p) { return p.rfind("pmix", 0) == 0; });
   if (has_pmix) return pass("pmix", "srun --mpi=list: " + join(plugins));
-  return warn("pmix", plugins.empty() ? "srun --mpi=list lists no MPI plugin" : "srun offers no pmix plugin (srun --mpi=list: " + join(plugins) + ")",
+  return warn("pmix",
+              plugins.empty() ? "srun --mpi=list lists no MPI plugin"
+                              : "srun offers no pmix plugin (srun --mpi=list: " + join(plugins) + ")",
               "ranks bootstrap through ringrun's TCP store instead; for PMIx, build Slurm with --with-pmix");
 }
 
@@ -253,8 +265,10 @@ Check check_cuda_driver(const HostFacts& facts) {
   if (facts.cuda_driver.version)
     return pass("cuda driver", fmt::format("CUDA {} ({})", *facts.cuda_driver.version, facts.cuda_driver.path));
   if (facts.gpus_seen.value_or(0) == 0) return pass("cuda driver", "libcuda.so.1 not found (no GPUs here: not needed)");
-  return fail("cuda driver", fmt::format("{} GPU(s) seen but libcuda.so.1 not loadable: {}", *facts.gpus_seen, facts.cuda_driver.error),
-              "install the NVIDIA driver (it provides libcuda.so.1) or add its directory to LD_LIBRARY_PATH");
+  return fail(
+      "cuda driver",
+      fmt::format("{} GPU(s) seen but libcuda.so.1 not loadable: {}", *facts.gpus_seen, facts.cuda_driver.error),
+      "install the NVIDIA driver (it provides libcuda.so.1) or add its directory to LD_LIBRARY_PATH");
 }
 
 Check check_gpu_count(const HostFacts& facts) {
@@ -271,8 +285,9 @@ Check check_gpu_count(const HostFacts& facts) {
       allocated = static_cast<int>(allocation->hosts[0].gpus.size());
   }
   if (allocated && seen < *allocated)
-    return fail("gpu count", fmt::format("hwloc sees {} GPU(s) but the allocation gives this node {}", seen, *allocated),
-                "check nvidia-smi and dmesg on this node (a GPU missing from the PCI bus?) and drain it if one is gone");
+    return fail(
+        "gpu count", fmt::format("hwloc sees {} GPU(s) but the allocation gives this node {}", seen, *allocated),
+        "check nvidia-smi and dmesg on this node (a GPU missing from the PCI bus?) and drain it if one is gone");
   if (allocated) return pass("gpu count", fmt::format("{} GPU(s) seen, {} allocated here", seen, *allocated));
   if (seen == 0) return pass("gpu count", "no GPUs seen: ranks run CPU-only (--gpus-per-rank 0)");
   return pass("gpu count", fmt::format("{} GPU(s) seen", seen));
@@ -294,31 +309,35 @@ std::vector<Check> check_rdma(const HostFacts& facts) {
   for (const auto& port : facts.rdma_ports) {
     std::string name = fmt::format("rdma {}:{}", port.device, port.port);
     bool roce = port.link_layer == "Ethernet";
-    std::string what = fmt::format("{}, {}{}", port.state, roce ? "RoCE (Ethernet)" : port.link_layer,
-                                   roce && port.roce_gid_index ? fmt::format(", GID index {}", *port.roce_gid_index) : "");
+    std::string what =
+        fmt::format("{}, {}{}", port.state, roce ? "RoCE (Ethernet)" : port.link_layer,
+                    roce && port.roce_gid_index ? fmt::format(", GID index {}", *port.roce_gid_index) : "");
     if (port.state.find("ACTIVE") == std::string::npos)
       checks.push_back(warn(name, what + ": not ACTIVE",
                             fmt::format("check the cable and switch port (ibstat {}), or leave it out with "
                                         "NCCL_IB_HCA=^={}",
                                         port.device, port.device)));
     else if (roce && !port.roce_gid_index)
-      checks.push_back(warn(name, what + ": no RoCE v2 GID with an IPv4 address",
-                            fmt::format("give the netdev of {} an IPv4 address (NCCL picks an IPv4-mapped RoCE v2 GID)", port.device)));
+      checks.push_back(warn(
+          name, what + ": no RoCE v2 GID with an IPv4 address",
+          fmt::format("give the netdev of {} an IPv4 address (NCCL picks an IPv4-mapped RoCE v2 GID)", port.device)));
     else
       checks.push_back(pass(name, what));
   }
   if (auto gid_index = lookup(facts.env, "NCCL_IB_GID_INDEX")) {
     if (facts.nccl.version && version_at_least(*facts.nccl.version, 2, 21) && *gid_index != "-1") {
-      checks.push_back(warn("NCCL_IB_GID_INDEX",
-                            fmt::format("NCCL_IB_GID_INDEX={} is set but NCCL {} picks the GID itself", *gid_index, *facts.nccl.version),
-                            "unset NCCL_IB_GID_INDEX (NCCL's guide: do not set it with NCCL 2.21 and later)"));
+      checks.push_back(warn(
+          "NCCL_IB_GID_INDEX",
+          fmt::format("NCCL_IB_GID_INDEX={} is set but NCCL {} picks the GID itself", *gid_index, *facts.nccl.version),
+          "unset NCCL_IB_GID_INDEX (NCCL's guide: do not set it with NCCL 2.21 and later)"));
     } else {
       for (const auto& port : facts.rdma_ports)
         if (port.roce_gid_index && std::to_string(*port.roce_gid_index) != *gid_index)
-          checks.push_back(warn("NCCL_IB_GID_INDEX",
-                                fmt::format("NCCL_IB_GID_INDEX={} but {} port {} has its RoCE v2 IPv4 GID at index {}",
-                                            *gid_index, port.device, port.port, *port.roce_gid_index),
-                                fmt::format("set NCCL_IB_GID_INDEX={} (or upgrade to NCCL >= 2.21 and unset it)", *port.roce_gid_index)));
+          checks.push_back(warn(
+              "NCCL_IB_GID_INDEX",
+              fmt::format("NCCL_IB_GID_INDEX={} but {} port {} has its RoCE v2 IPv4 GID at index {}", *gid_index,
+                          port.device, port.port, *port.roce_gid_index),
+              fmt::format("set NCCL_IB_GID_INDEX={} (or upgrade to NCCL >= 2.21 and unset it)", *port.roce_gid_index)));
     }
   }
   return checks;
@@ -328,7 +347,8 @@ Check check_memlock(std::optional<std::uint64_t> soft_limit_bytes, bool rdma_pre
   if (!soft_limit_bytes) return pass("memlock", "unlimited");
   std::string limit = format_bytes(*soft_limit_bytes);
   if (!rdma_present) return pass("memlock", limit + " (no RDMA devices here: not needed)");
-  return warn("memlock", fmt::format("locked-memory limit is {}: RDMA registration (ibv_reg_mr) fails beyond it", limit),
+  return warn("memlock",
+              fmt::format("locked-memory limit is {}: RDMA registration (ibv_reg_mr) fails beyond it", limit),
               "set '* soft memlock unlimited' and '* hard memlock unlimited' in /etc/security/limits.conf (and "
               "PropagateResourceLimitsExcept=MEMLOCK in slurm.conf)");
 }
@@ -339,8 +359,11 @@ Check check_shm(std::optional<std::uint64_t> total_bytes) {
     return warn("/dev/shm", "missing: the shared-memory transport is unavailable",
                 "mount a tmpfs on /dev/shm (docker: --ipc=host), or set RINGRUN_DISABLE_SHM=1");
   if (*total_bytes < kMinimum)
-    return warn("/dev/shm", fmt::format("only {} (Docker's default is 64 MiB): shared-memory transfers may fail", format_bytes(*total_bytes)),
-                "docker run --shm-size=8g (or --ipc=host), or remount /dev/shm larger; RINGRUN_DISABLE_SHM=1 avoids it");
+    return warn(
+        "/dev/shm",
+        fmt::format("only {} (Docker's default is 64 MiB): shared-memory transfers may fail",
+                    format_bytes(*total_bytes)),
+        "docker run --shm-size=8g (or --ipc=host), or remount /dev/shm larger; RINGRUN_DISABLE_SHM=1 avoids it");
   return pass("/dev/shm", format_bytes(*total_bytes));
 }
 
@@ -355,7 +378,8 @@ Check check_network_interface(const std::optional<std::string>& chosen, const st
                   "bring an interface up (ip link set IF up); other nodes cannot reach this one");
     return pass("network interface", "none chosen (ringrun detects it); up and not loopback: " + usable_text);
   }
-  auto it = std::find_if(interfaces.begin(), interfaces.end(), [&](const NetInterface& i) { return i.name == *chosen; });
+  auto it =
+      std::find_if(interfaces.begin(), interfaces.end(), [&](const NetInterface& i) { return i.name == *chosen; });
   if (it == interfaces.end())
     return fail("network interface", fmt::format("'{}' does not exist in /sys/class/net", *chosen),
                 fmt::format("pick an interface that is up: {}", usable_text));
@@ -377,7 +401,8 @@ std::optional<Check> check_nccl_socket_ifname(const Environment& env) {
   std::string list = value->substr(1);
   if (!list.empty() && list[0] == '=') list.erase(0, 1);
   for (const auto& prefix : split_commas(list))
-    if (prefix == "lo" || std::string("lo").rfind(prefix, 0) == 0) return pass("NCCL_SOCKET_IFNAME", "'" + *value + "' excludes lo");
+    if (prefix == "lo" || std::string("lo").rfind(prefix, 0) == 0)
+      return pass("NCCL_SOCKET_IFNAME", "'" + *value + "' excludes lo");
   return warn("NCCL_SOCKET_IFNAME", fmt::format("'{}' excludes some interfaces but not lo: NCCL may pick lo", *value),
               fmt::format("set NCCL_SOCKET_IFNAME={},lo, or name the interface exactly (=eth0)", *value));
 }
@@ -415,7 +440,8 @@ std::string render_rows(const std::vector<Check>& checks) {
   std::string out;
   for (const auto& check : checks) {
     out += fmt::format("{}  {:<{}}  {}\n", to_string(check.status), check.name, width, check.detail);
-    if (check.status != Status::pass && !check.fix.empty()) out += fmt::format("      {:<{}}  fix: {}\n", "", width, check.fix);
+    if (check.status != Status::pass && !check.fix.empty())
+      out += fmt::format("      {:<{}}  fix: {}\n", "", width, check.fix);
   }
   return out;
 }
@@ -476,15 +502,22 @@ class CheckArrayReader {
       std::string key = read_string();
       expect(':');
       std::string value = read_string();
-      if (key == "name") check.name = value;
-      else if (key == "detail") check.detail = value;
-      else if (key == "fix") check.fix = value;
+      if (key == "name")
+        check.name = value;
+      else if (key == "detail")
+        check.detail = value;
+      else if (key == "fix")
+        check.fix = value;
       else if (key == "status") {
         has_status = true;
-        if (value == "PASS") check.status = Status::pass;
-        else if (value == "WARN") check.status = Status::warn;
-        else if (value == "FAIL") check.status = Status::fail;
-        else error("status '" + value + "' is not PASS, WARN or FAIL");
+        if (value == "PASS")
+          check.status = Status::pass;
+        else if (value == "WARN")
+          check.status = Status::warn;
+        else if (value == "FAIL")
+          check.status = Status::fail;
+        else
+          error("status '" + value + "' is not PASS, WARN or FAIL");
       }
       char c = next();
       if (c == '}') break;
@@ -508,26 +541,47 @@ class CheckArrayReader {
       if (pos_ >= text_.size()) error("unterminated escape");
       char e = text_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           if (pos_ + 4 > text_.size()) error("short \\u escape");
           unsigned code = 0;
           for (int i = 0; i < 4; ++i) {
             char h = text_[pos_++];
             code <<= 4;
-            if (h >= '0' && h <= '9') code |= h - '0';
-            else if (h >= 'a' && h <= 'f') code |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') code |= h - 'A' + 10;
-            else error("bad \\u escape");
+            if (h >= '0' && h <= '9')
+              code |= h - '0';
+            else if (h >= 'a' && h <= 'f')
+              code |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F')
+              code |= h - 'A' + 10;
+            else
+              error("bad \\u escape");
           }
-          if (code < 0x80) out += static_cast<char>(code);
+          if (code < 0x80)
+            out += static_cast<char>(code);
           else if (code < 0x800) {
             out += static_cast<char>(0xC0 | (code >> 6));
             out += static_cast<char>(0x80 | (code & 0x3F));
@@ -538,7 +592,8 @@ class CheckArrayReader {
           }
           break;
         }
-        default: error(fmt::format("bad escape '\\{}'", e));
+        default:
+          error(fmt::format("bad escape '\\{}'", e));
       }
     }
   }
@@ -586,8 +641,9 @@ std::map<std::string, std::vector<std::string>> shared_hostnames(const std::vect
 }  // namespace
 
 bool any_node_failed(const std::vector<NodeChecks>& nodes) {
-  return !shared_hostnames(nodes).empty() ||
-         std::any_of(nodes.begin(), nodes.end(), [](const NodeChecks& n) { return !n.error.empty() || any_failed(n.checks); });
+  return !shared_hostnames(nodes).empty() || std::any_of(nodes.begin(), nodes.end(), [](const NodeChecks& n) {
+    return !n.error.empty() || any_failed(n.checks);
+  });
 }
 
 std::string render_node_tables(const std::vector<NodeChecks>& nodes) {
@@ -602,22 +658,26 @@ std::string render_node_tables(const std::vector<NodeChecks>& nodes) {
     }
     out += render_rows(node.checks);
     out += fmt::format("{}\n\n", summary(node.checks));
-    if (any_failed(node.checks)) failing.push_back(node.node);
-    else if (std::any_of(node.checks.begin(), node.checks.end(), [](const Check& c) { return c.status == Status::warn; }))
+    if (any_failed(node.checks))
+      failing.push_back(node.node);
+    else if (std::any_of(node.checks.begin(), node.checks.end(),
+                         [](const Check& c) { return c.status == Status::warn; }))
       warning.push_back(node.node);
   }
   auto shared = shared_hostnames(nodes);
   for (const auto& [hostname, names] : shared)
-    out += fmt::format("FAIL  nodes {} all report hostname '{}'\n      fix: give every node a unique hostname (ranks "
-                       "on nodes sharing a name are taken for one node)\n",
-                       join(names), hostname);
+    out += fmt::format(
+        "FAIL  nodes {} all report hostname '{}'\n      fix: give every node a unique hostname (ranks "
+        "on nodes sharing a name are taken for one node)\n",
+        join(names), hostname);
   if (failing.empty() && shared.empty())
     out += fmt::format("ringrun doctor --all-nodes: no FAIL on {} node(s){}\n", nodes.size(),
                        warning.empty() ? "" : "; WARN on " + join(warning));
   else if (failing.empty())
     out += "ringrun doctor --all-nodes: FAIL: nodes share a hostname\n";
   else
-    out += fmt::format("ringrun doctor --all-nodes: FAIL on {}{}\n", join(failing), shared.empty() ? "" : "; nodes share a hostname");
+    out += fmt::format("ringrun doctor --all-nodes: FAIL on {}{}\n", join(failing),
+                       shared.empty() ? "" : "; nodes share a hostname");
   return out;
 }
 
@@ -639,8 +699,9 @@ bool is_reported_variable(std::string_view name) {
 
 std::string render_report(const ReportFacts& facts) {
   std::string out = "### ringrun environment report\n\n";
-  out += fmt::format("- ringrun: {}\n- OS: {}\n- Kernel: {}\n- CPU: {}\n- hwloc: {}\n- NCCL: {}\n- CUDA driver: {}\n",
-                     facts.ringrun_version, facts.os, facts.kernel, facts.cpu, facts.hwloc, facts.nccl, facts.cuda_driver);
+  out +=
+      fmt::format("- ringrun: {}\n- OS: {}\n- Kernel: {}\n- CPU: {}\n- hwloc: {}\n- NCCL: {}\n- CUDA driver: {}\n",
+                  facts.ringrun_version, facts.os, facts.kernel, facts.cpu, facts.hwloc, facts.nccl, facts.cuda_driver);
   out += "\nEnvironment (RINGRUN_*, SLURM_*, NCCL_*, CUDA_*, OMPI_*, PMIX_*; secrets redacted):\n\n```\n";
   int listed = 0;
   for (const auto& [name, value] : facts.env) {
@@ -668,7 +729,9 @@ bool ompi_has_slurm_support(std::string_view ompi_info_output) {
 }
 
 std::string render_check_build(const BuildFacts& facts) {
-  auto box = [](bool checked, const std::string& text) { return fmt::format("    [{}] {}\n", checked ? 'X' : ' ', text); };
+  auto box = [](bool checked, const std::string& text) {
+    return fmt::format("    [{}] {}\n", checked ? 'X' : ' ', text);
+  };
   std::string out = fmt::format("ringrun v{}:\n\nAvailable APIs:\n", facts.version);
   if (facts.runtime_library) {
     out += box(true, "C (ringrun/ringrun.h, " + *facts.runtime_library + ")");
@@ -683,25 +746,35 @@ std::string render_check_build(const BuildFacts& facts) {
 
   out += "\nAvailable launchers:\n";
   out += box(true, "local");
-  if (!facts.srun_path) out += box(false, "srun: not found in PATH");
-  else if (!facts.srun_mpi_list) out += box(true, fmt::format("srun ({}; MPI plugins unknown: `srun --mpi=list` failed: {})", *facts.srun_path, facts.srun_mpi_list_error));
-  else out += box(true, fmt::format("srun ({}; MPI plugins: {})", *facts.srun_path, join(parse_srun_mpi_list(*facts.srun_mpi_list))));
+  if (!facts.srun_path)
+    out += box(false, "srun: not found in PATH");
+  else if (!facts.srun_mpi_list)
+    out += box(true, fmt::format("srun ({}; MPI plugins unknown: `srun --mpi=list` failed: {})", *facts.srun_path,
+                                 facts.srun_mpi_list_error));
+  else
+    out += box(true, fmt::format("srun ({}; MPI plugins: {})", *facts.srun_path,
+                                 join(parse_srun_mpi_list(*facts.srun_mpi_list))));
   if (!facts.mpirun_path) {
     out += box(false, "mpirun: not found in PATH");
   } else {
     std::string version = facts.mpirun_version.value_or("`mpirun --version` failed");
     bool open_mpi = version.find("Open MPI") != std::string::npos || version.find("OpenRTE") != std::string::npos;
-    std::string slurm = !open_mpi        ? ""
+    std::string slurm = !open_mpi          ? ""
                         : !facts.ompi_info ? "; SLURM support unknown: `ompi_info` failed"
-                        : ompi_has_slurm_support(*facts.ompi_info) ? "; SLURM support: yes"
-                                                                   : "; SLURM support: no (ompi_info lists no slurm component)";
-    if (open_mpi) out += box(true, fmt::format("mpirun ({}; {}{})", *facts.mpirun_path, version, slurm));
-    else out += box(false, fmt::format("mpirun: {} is not Open MPI ({}); the mpirun backend needs Open MPI", *facts.mpirun_path, version));
+                        : ompi_has_slurm_support(*facts.ompi_info)
+                            ? "; SLURM support: yes"
+                            : "; SLURM support: no (ompi_info lists no slurm component)";
+    if (open_mpi)
+      out += box(true, fmt::format("mpirun ({}; {}{})", *facts.mpirun_path, version, slurm));
+    else
+      out += box(false, fmt::format("mpirun: {} is not Open MPI ({}); the mpirun backend needs Open MPI",
+                                    *facts.mpirun_path, version));
   }
 
   out += "\nAvailable transports:\n";
   out += box(true, "TCP");
-  if (!facts.shm_total_bytes) out += box(false, "Shared memory: /dev/shm is missing (mount a tmpfs there)");
+  if (!facts.shm_total_bytes)
+    out += box(false, "Shared memory: /dev/shm is missing (mount a tmpfs there)");
   else
     out += box(true, fmt::format("Shared memory (/dev/shm: {}, {} free)", format_bytes(*facts.shm_total_bytes),
                                  format_bytes(facts.shm_free_bytes.value_or(0))));
@@ -710,8 +783,10 @@ std::string render_check_build(const BuildFacts& facts) {
     out += box(false, fmt::format("NCCL: the runtime library was built without the NCCL transport (it names no nccl "
                                   "symbol); {}",
                                   facts.nccl.version ? "found " + nccl_found : facts.nccl.error));
-  else if (facts.nccl.version) out += box(true, nccl_found);
-  else out += box(false, "NCCL: " + facts.nccl.error);
+  else if (facts.nccl.version)
+    out += box(true, nccl_found);
+  else
+    out += box(false, "NCCL: " + facts.nccl.error);
 
   out += "\nTopology:\n";
   out += box(true, "hwloc " + facts.hwloc_version);
@@ -719,10 +794,14 @@ std::string render_check_build(const BuildFacts& facts) {
     out += box(false, "GPUs: hwloc could not read this host: " + facts.topology_error);
     out += box(false, "NICs: hwloc could not read this host: " + facts.topology_error);
   } else {
-    if (facts.gpus->empty()) out += box(false, "GPUs: none seen by hwloc (no NVIDIA/AMD GPU on the PCI bus, or its driver is not loaded)");
-    else out += box(true, fmt::format("GPUs: {} ({})", facts.gpus->size(), join(*facts.gpus)));
-    if (facts.nics->empty()) out += box(false, "NICs: none seen by hwloc (no IB/RoCE/EFA HCA or Ethernet NIC on the PCI bus)");
-    else out += box(true, fmt::format("NICs: {} ({})", facts.nics->size(), join(*facts.nics)));
+    if (facts.gpus->empty())
+      out += box(false, "GPUs: none seen by hwloc (no NVIDIA/AMD GPU on the PCI bus, or its driver is not loaded)");
+    else
+      out += box(true, fmt::format("GPUs: {} ({})", facts.gpus->size(), join(*facts.gpus)));
+    if (facts.nics->empty())
+      out += box(false, "NICs: none seen by hwloc (no IB/RoCE/EFA HCA or Ethernet NIC on the PCI bus)");
+    else
+      out += box(true, fmt::format("NICs: {} ({})", facts.nics->size(), join(*facts.nics)));
   }
   return out;
 }

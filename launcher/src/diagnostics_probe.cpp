@@ -145,15 +145,19 @@ LibraryProbe probe_library(const char* soname, const std::vector<std::string>& f
   using VersionFunction = int (*)(int*);
   auto get_version = reinterpret_cast<VersionFunction>(::dlsym(handle, symbol));
   int code = 0;
-  if (!get_version) probe.error = fmt::format("{} has no {} ({})", probe.path.empty() ? soname : probe.path, symbol, ::dlerror());
-  else if (int rc = get_version(&code); rc != 0) probe.error = fmt::format("{} failed with code {}", symbol, rc);
-  else probe.version = format_version(code);
+  if (!get_version)
+    probe.error = fmt::format("{} has no {} ({})", probe.path.empty() ? soname : probe.path, symbol, ::dlerror());
+  else if (int rc = get_version(&code); rc != 0)
+    probe.error = fmt::format("{} failed with code {}", symbol, rc);
+  else
+    probe.version = format_version(code);
   ::dlclose(handle);
   return probe;
 }
 
 LibraryProbe probe_nccl() {
-  return probe_library("libnccl.so.2", {"/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2"}, "ncclGetVersion", &nccl_version_string,
+  return probe_library("libnccl.so.2", {"/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2"},
+                       "ncclGetVersion", &nccl_version_string,
                        "LD_LIBRARY_PATH or /usr/local/cuda/lib64 or /usr/local/cuda/lib");
 }
 
@@ -192,7 +196,8 @@ std::vector<RdmaPort> probe_rdma_ports(const std::string& sysfs_root) {
       port.port = number;
       port.state = read_first_line(port_dir / "state").value_or("unknown");
       port.link_layer = read_first_line(port_dir / "link_layer").value_or("unknown");
-      if (port.link_layer == "Ethernet") port.roce_gid_index = topology::roce_gid_index(sysfs_root, port.device, number);
+      if (port.link_layer == "Ethernet")
+        port.roce_gid_index = topology::roce_gid_index(sysfs_root, port.device, number);
       ports.push_back(port);
     }
   }
@@ -231,7 +236,8 @@ struct ShmSize {
 ShmSize shm_size() {
   struct statvfs info {};
   if (::statvfs("/dev/shm", &info) != 0) return {};
-  return {static_cast<std::uint64_t>(info.f_blocks) * info.f_frsize, static_cast<std::uint64_t>(info.f_bavail) * info.f_frsize};
+  return {static_cast<std::uint64_t>(info.f_blocks) * info.f_frsize,
+          static_cast<std::uint64_t>(info.f_bavail) * info.f_frsize};
 }
 
 std::string hwloc_version() {
@@ -289,7 +295,8 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
   facts.rdma_ports = probe_rdma_ports("/sys");
   facts.memlock_soft_bytes = memlock_soft_limit();
   facts.shm_total_bytes = shm_size().total;
-  facts.network_interface = options.network_interface ? options.network_interface : env_value(env, "RINGRUN_NETWORK_INTERFACE");
+  facts.network_interface =
+      options.network_interface ? options.network_interface : env_value(env, "RINGRUN_NETWORK_INTERFACE");
   facts.interfaces = probe_interfaces();
   return facts;
 }
@@ -345,8 +352,9 @@ int run_doctor_all_nodes(const Environment& env, const DoctorOptions& options) {
   auto nodelist = env_value(env, "SLURM_JOB_NODELIST");
   if (!nodelist) nodelist = env_value(env, "SLURM_NODELIST");
   if (!job_id || !nodelist) {
-    std::cerr << "ringrun doctor --all-nodes: not inside a SLURM allocation (SLURM_JOB_ID or SLURM_JOB_NODELIST unset); "
-                 "run it under salloc or sbatch, or run `ringrun doctor` on each host\n";
+    std::cerr
+        << "ringrun doctor --all-nodes: not inside a SLURM allocation (SLURM_JOB_ID or SLURM_JOB_NODELIST unset); "
+           "run it under salloc or sbatch, or run `ringrun doctor` on each host\n";
     return 2;
   }
   std::vector<std::string> hosts = expand_hostlist(*nodelist, 1'000'000, "SLURM_JOB_NODELIST");
@@ -434,9 +442,10 @@ int run_check_build(const Environment& env) {
     break;
   }
   if (!facts.runtime_library)
-    facts.runtime_library_error = fmt::format("libringrun_runtime.so.0 not found in {} (build the ringrun_runtime target, "
-                                              "or install ringrun)",
-                                              lib_dir_default.string());
+    facts.runtime_library_error = fmt::format(
+        "libringrun_runtime.so.0 not found in {} (build the ringrun_runtime target, "
+        "or install ringrun)",
+        lib_dir_default.string());
 
   facts.srun_path = find_in_path(env, "srun");
   facts.srun_mpi_list = srun_mpi_list(facts.srun_path, facts.srun_mpi_list_error);
@@ -455,7 +464,8 @@ int run_check_build(const Environment& env) {
     auto topo = topology::load_live();
     facts.gpus.emplace();
     facts.nics.emplace();
-    for (const auto& gpu : topo.gpus) facts.gpus->push_back(fmt::format("{} {}", gpu.name.empty() ? gpu.vendor : gpu.name, gpu.bus_id));
+    for (const auto& gpu : topo.gpus)
+      facts.gpus->push_back(fmt::format("{} {}", gpu.name.empty() ? gpu.vendor : gpu.name, gpu.bus_id));
     for (const auto& nic : topo.nics) facts.nics->push_back(fmt::format("{} {}", nic.name, nic.kind));
   } catch (const std::exception& e) {
     facts.topology_error = e.what();
@@ -482,8 +492,10 @@ int run_doctor(const Environment& env, const DoctorOptions& options) {
     return 0;
   }
   std::vector<Check> checks = run_checks(gather_host_facts(env, options));
-  if (options.json) std::cout << checks_to_json(checks) << "\n";
-  else std::cout << render_checks(checks);
+  if (options.json)
+    std::cout << checks_to_json(checks) << "\n";
+  else
+    std::cout << render_checks(checks);
   return any_failed(checks) ? 1 : 0;
 }
 

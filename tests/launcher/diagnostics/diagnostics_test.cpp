@@ -18,14 +18,9 @@ const Check& find_check(const std::vector<Check>& checks, const std::string& nam
 }
 
 Environment slurm_env() {
-  return {{"SLURM_JOB_ID", "42"},
-          {"SLURM_JOB_NODELIST", "n[1-2]"},
-          {"SLURM_TASKS_PER_NODE", "4(x2)"},
-          {"SLURM_NTASKS", "8"},
-          {"SLURM_JOB_GPUS", "0,1,2,3"},
-          {"SLURM_GPUS_ON_NODE", "4"},
-          {"SLURM_GPUS_PER_NODE", "4"},
-          {"SLURMD_NODENAME", "n1"}};
+  return {{"SLURM_JOB_ID", "42"},       {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "4(x2)"},
+          {"SLURM_NTASKS", "8"},        {"SLURM_JOB_GPUS", "0,1,2,3"},    {"SLURM_GPUS_ON_NODE", "4"},
+          {"SLURM_GPUS_PER_NODE", "4"}, {"SLURMD_NODENAME", "n1"}};
 }
 
 }  // namespace
@@ -180,7 +175,8 @@ TEST_CASE("srun missing inside an allocation fails; PMIx is found in srun --mpi=
   facts.srun_path = "/usr/bin/srun";
   facts.srun_mpi_list = "MPI plugin types are...\n\tnone\n\tpmi2\n\tcray_shasta\n";
   CHECK(check_pmix(facts).status == Status::warn);
-  facts.srun_mpi_list = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4\n";
+  facts.srun_mpi_list =
+      "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4\n";
   CHECK(check_pmix(facts).status == Status::pass);
   facts.mpirun_path = "/usr/bin/mpirun";
   facts.mpirun_version = "HYDRA build details:";
@@ -243,7 +239,7 @@ TEST_CASE("the report lists the relevant variables and redacts secrets") {
   facts.ringrun_version = "0.1.0";
   facts.os = "Debian GNU/Linux 12 (bookworm)";
   facts.env = {{"RINGRUN_JOB_SECRET", "deadbeef"}, {"NCCL_DEBUG", "INFO"}, {"HOME", "/root"},
-               {"CUDA_API_KEY", "abc123"},       {"SLURM_JOB_ID", "42"}, {"AWS_SECRET_ACCESS_KEY", "zzz"}};
+               {"CUDA_API_KEY", "abc123"},         {"SLURM_JOB_ID", "42"}, {"AWS_SECRET_ACCESS_KEY", "zzz"}};
   std::string report = render_report(facts);
   CHECK(report.find("- ringrun: 0.1.0") != std::string::npos);
   CHECK(report.find("NCCL_DEBUG=INFO") != std::string::npos);
@@ -277,9 +273,11 @@ TEST_CASE("check-build: checkbox layout, every unchecked box with its reason on 
   CHECK(text.find("    [X] C (ringrun/ringrun.h, /opt/ringrun/lib/libringrun_runtime.so.0)\n") != std::string::npos);
   CHECK(text.find("    [ ] Python binding: not part of ringrun 0.1.0 yet") != std::string::npos);
   CHECK(text.find("    [X] srun (/usr/bin/srun; MPI plugins: none, pmi2, pmix)\n") != std::string::npos);
-  CHECK(text.find("    [X] mpirun (/usr/bin/mpirun; mpirun (Open MPI) 4.1.4; SLURM support: yes)\n") != std::string::npos);
+  CHECK(text.find("    [X] mpirun (/usr/bin/mpirun; mpirun (Open MPI) 4.1.4; SLURM support: yes)\n") !=
+        std::string::npos);
   CHECK(text.find("    [X] Shared memory (/dev/shm: 64 MiB, 60 MiB free)\n") != std::string::npos);
-  CHECK(text.find("    [ ] NCCL: libnccl.so.2 not found in LD_LIBRARY_PATH or /usr/local/cuda/lib64") != std::string::npos);
+  CHECK(text.find("    [ ] NCCL: libnccl.so.2 not found in LD_LIBRARY_PATH or /usr/local/cuda/lib64") !=
+        std::string::npos);
   CHECK(text.find("    [ ] GPUs: none seen by hwloc") != std::string::npos);
   CHECK(text.find("    [X] NICs: 1 (mlx5_0 infiniband)\n") != std::string::npos);
   for (const char* section : {"\nAvailable launchers:\n", "\nAvailable transports:\n", "\nTopology:\n"})
@@ -288,7 +286,8 @@ TEST_CASE("check-build: checkbox layout, every unchecked box with its reason on 
   facts.runtime_has_nccl = false;
   facts.nccl.version = "2.21.5";
   facts.nccl.path = "/usr/lib/libnccl.so.2";
-  CHECK(render_check_build(facts).find("[ ] NCCL: the runtime library was built without the NCCL transport") != std::string::npos);
+  CHECK(render_check_build(facts).find("[ ] NCCL: the runtime library was built without the NCCL transport") !=
+        std::string::npos);
   CHECK_FALSE(ompi_has_slurm_support("                 MCA ras: simulator (MCA v2.1.0)\n"));
 }
 
