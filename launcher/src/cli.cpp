@@ -16,7 +16,7 @@ namespace {
 // program name only, so the program's own arguments reach it untouched.
 std::vector<std::string> normalize(const std::vector<std::string>& args, const CLI::App& app) {
   static const std::map<std::string, std::string> kAliases = {
-      {"-np", "--num-proc"}, {"-hostfile", "--hostfile"}};
+      {"-np", "--num-proc"}, {"-hostfile", "--hostfile"}, {"-cb", "--check-build"}};
   std::vector<std::string> out;
   bool done = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -52,7 +52,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   CLI::App app{"ringrun: launch a distributed training job on this host, under srun in a SLURM allocation, or "
                "under mpirun; one GPU, its closest cores and NIC per rank.",
                "ringrun"};
-  app.footer("Usage: ringrun [OPTIONS] [--] PROGRAM [ARGS...]  |  ringrun topo|template [OPTIONS]\n"
+  app.footer("Usage: ringrun [OPTIONS] [--] PROGRAM [ARGS...]  |  ringrun topo|template|check-build|doctor [OPTIONS]\n"
              "Exit status: the failing rank's code (128+signal), 2 for bad usage, 127 when the program cannot be "
              "executed.\nSee ringrun(1).");
   app.prefix_command();  // everything from the program name on belongs to the program
@@ -135,6 +135,15 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   tmpl->add_option("--gpus-per-node", inv.template_gpus_per_node, "GPUs per node")->check(CLI::NonNegativeNumber);
   tmpl->add_option("--time", inv.template_time, "Time limit (HH:MM:SS)");
   tmpl->prefix_command();
+  bool check_build_flag = false;
+  app.add_flag("--check-build", check_build_flag, "Same as the check-build subcommand (also -cb)");
+  CLI::App* check_build = app.add_subcommand("check-build", "Show the APIs, launchers, transports and topology "
+                                                            "available, each missing one with its reason");
+  CLI::App* doctor = app.add_subcommand("doctor", "Check this host and allocation: PASS/WARN/FAIL with a one-line "
+                                                  "fix (exit 1 on FAIL)");
+  doctor->add_flag("--all-nodes", inv.doctor_all_nodes,
+                   "Inside a SLURM allocation: run doctor on every node, a table per node");
+  doctor->add_flag("--report", inv.doctor_report, "Print a paste-ready environment report, secrets redacted");
   CLI::App* task = app.add_subcommand("task", "Task shim run by srun/mpirun on each rank (internal)");
   task->prefix_command();
   task->group("");
@@ -167,6 +176,8 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   };
   L.program = program_of({});
   if (topo->parsed()) inv.command = Command::topo;
+  if (check_build->parsed() || check_build_flag) inv.command = Command::check_build;
+  if (doctor->parsed()) inv.command = Command::doctor;
   if (tmpl->parsed()) {
     inv.command = Command::template_;
     inv.template_nodes = nodes.value_or(0);

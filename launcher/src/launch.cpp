@@ -1,6 +1,7 @@
 #include <ringrun/launch.hpp>
 
 #include "backend.hpp"
+#include "diagnostics.hpp"
 
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>
@@ -187,6 +188,10 @@ int show_template(const Invocation& inv) {
 int run_invocation(const Invocation& inv, const Environment& env) {
   if (inv.command == Command::topo) return show_topology(inv);
   if (inv.command == Command::template_) return show_template(inv);
+  if (inv.command == Command::check_build) return run_check_build(env);
+  if (inv.command == Command::doctor)
+    return run_doctor(env, DoctorOptions{inv.json, inv.doctor_all_nodes, inv.doctor_report,
+                                         inv.launch.network_interface});
   const std::string self = local_hostname();
   Allocation alloc = gather_allocation(inv, env, self);
   LaunchOptions options = inv.launch;
