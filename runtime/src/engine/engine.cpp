@@ -43,6 +43,7 @@ void OpState::complete(int code, std::string message) {
     std::lock_guard lock(mutex_);
     if (done_) return;
     done_ = true;
+    done_flag_.store(true, std::memory_order_release);
     code_ = code;
     message_ = std::move(message);
   }
@@ -50,6 +51,9 @@ void OpState::complete(int code, std::string message) {
 }
 
 int OpState::wait() {
+  // A short yielding spin first: a small op completes within microseconds.
+  const auto spin_until = Clock::now() + std::chrono::microseconds(50);
+  while (!done_flag_.load(std::memory_order_acquire) && Clock::now() < spin_until) std::this_thread::yield();
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return done_; });
   return code_;
@@ -199,6 +203,7 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
                          fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
     local_names_.emplace(name, true);
     submitted_.push_back(LocalOp{std::move(request), state});
+    submissions_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_one();
   return state;
@@ -219,9 +224,16 @@ void Engine::shutdown() {
 }
 
 void Engine::loop() {
+  std::uint64_t seen_submissions = 0;
+  bool ran_ops = false;
   for (;;) {
     std::vector<LocalOp> fresh;
     bool shutdown = false;
+    if (ran_ops) {
+      const auto spin_until = Clock::now() + config_.spin_before_sleep;
+      while (submissions_.load(std::memory_order_acquire) == seen_submissions && Clock::now() < spin_until)
+        std::this_thread::yield();
+    }
     {
       std::unique_lock lock(mutex_);
       auto timeout = (anyone_active_ || !local_ops_.empty()) ? std::chrono::duration_cast<std::chrono::microseconds>(config_.cycle_time)
@@ -231,9 +243,12 @@ void Engine::loop() {
       });
       fresh.swap(submitted_);
       shutdown = shutdown_requested_;
+      seen_submissions = submissions_.load(std::memory_order_relaxed);
     }
     try {
+      const std::uint64_t completed_before = stats().completed;
       run_cycle(std::move(fresh), shutdown);
+      ran_ops = stats().completed != completed_before;
     } catch (...) {
       // The communicator is broken (a peer died, a transport failed): nothing can run any more.
       std::string message = "the engine stopped";

@@ -17,6 +17,7 @@
 // them in its record) and only rank 0 writes the timeline, as in Horovod.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -48,6 +49,9 @@ struct EngineConfig {
   // When no rank had anything pending in the last cycle, an idle rank still joins a cycle this
   // often, so that a peer waiting in a cycle (for stall checks, finalize) is never stuck.
   std::chrono::milliseconds idle_heartbeat{100};
+  // After a cycle that ran ops, and in wait(), poll (yielding the CPU) this long before sleeping:
+  // the next op of a step usually comes within microseconds, and a futex wake-up costs more.
+  std::chrono::microseconds spin_before_sleep{50};
 
   static EngineConfig from_environment();  // RuntimeError naming the variable when malformed
 };
@@ -89,6 +93,7 @@ class OpState {
  private:
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
+  std::atomic<bool> done_flag_{false};  // done_, readable without the mutex (the short spin in wait())
   bool done_ = false;
   int code_ = 0;
   std::string message_;
@@ -164,6 +169,7 @@ class Engine {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalOp> submitted_;           // not yet sent in a cycle
+  std::atomic<std::uint64_t> submissions_{0};  // ever submitted: lets the thread spin briefly without the mutex
   std::unordered_map<std::string, bool> local_names_;  // names pending on this rank (submitted, not done)
   bool shutdown_requested_ = false;
   bool stopped_ = false;                     // the thread has left its loop
