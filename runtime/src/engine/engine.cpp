@@ -286,7 +286,10 @@ void Engine::loop() {
 
 void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
   const auto now = Clock::now();
-  const std::size_t bit_bytes = (config_.cache_capacity + 7) / 8;
+  // One bit per cache entry in use (the same number on every rank: the cache changes only after
+  // a cycle's agreement), so the record stays small until the cache fills.
+  const std::size_t cache_entries = cache_.size();
+  const std::size_t bit_bytes = (cache_entries + 7) / 8;
   const std::size_t fixed_bytes = kFixedHeaderBytes + bit_bytes;
 
   // This rank's record: cache bits for names the cache knows as submitted, full descriptions for
@@ -363,11 +366,9 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
       shutting_down.push_back(r);
     }
     if (peer_flags & (kFlagShutdown | kFlagPending)) anyone_active_ = true;
-    for (std::size_t bit = 0; bit < config_.cache_capacity; ++bit)
-      if (static_cast<std::uint8_t>(fixed[kFixedHeaderBytes + bit / 8]) & (1u << (bit % 8))) {
-        if (bit >= cache_.size()) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: a rank set an unknown cache bit");
+    for (std::size_t bit = 0; bit < cache_entries; ++bit)
+      if (static_cast<std::uint8_t>(fixed[kFixedHeaderBytes + bit / 8]) & (1u << (bit % 8)))
         apply_description(r, cache_[bit], now);
-      }
     Reader reader(all_payload.data() + static_cast<std::size_t>(r) * max_payload, bytes);
     while (reader.more()) {
       auto type = reader.u8();
