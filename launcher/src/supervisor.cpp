@@ -228,7 +228,7 @@ struct Guard {
 sigset_t supervisor_signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
   return set;
 }
 
@@ -468,6 +468,12 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
       while (::read(sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
         int sig = static_cast<int>(info.ssi_signo);
         if (sig == SIGCHLD) continue;  // reaped below
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+          // Slurm's --signal=B:USR1@T asks for a checkpoint: pass it on, the job goes on.
+          for (auto& c : children)
+            if (c.running) ::kill(-c.pid, sig);
+          continue;
+        }
         if (interrupted_by || first_failure) {
           stop_all(SIGKILL);  // a second signal: the user does not want to wait for the grace period
         } else {

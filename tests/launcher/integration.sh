@@ -55,6 +55,17 @@ signal_forwarding)
   grep -q 'ringrun: received SIGTERM; stopped 3 ranks' "$work/err" || fail "summary: $(cat "$work/err")"
   [ "$(alive_pids)" -eq 0 ] || fail "ranks alive after ringrun exited"
   ;;
+usr1_forwarding)
+  # SIGUSR1 (Slurm's --signal=B:USR1@90 for checkpoints) reaches every rank and the job goes on.
+  "$ringrun" -np 2 sh -c 'trap "echo checkpoint > '"$work"'/usr1.$RANK" USR1; echo $$ > '"$work"'/pids/$RANK; i=0; while [ $i -lt 100 ] && [ ! -f '"$work"'/usr1.$RANK ]; do sleep 0.05; i=$((i+1)); done; exit 0' \
+    >/dev/null 2>"$work/err" &
+  rr=$!
+  for _ in $(seq 100); do [ "$(ls "$work/pids" | wc -l)" -eq 2 ] && break; sleep 0.05; done
+  kill -USR1 $rr
+  wait $rr
+  expect_rc $? 0 "$(cat "$work/err")"
+  for r in 0 1; do [ -f "$work/usr1.$r" ] || fail "rank $r did not receive SIGUSR1"; done
+  ;;
 grace_escalation)
   # Ranks that ignore SIGTERM are SIGKILLed after --grace-period.
   "$ringrun" -np 2 --grace-period 1 sh -c 'trap "" TERM INT; echo $$ > '"$work"'/pids/$RANK; while :; do sleep 0.1; done' \

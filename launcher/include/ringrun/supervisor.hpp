@@ -41,7 +41,7 @@ struct LaunchError : std::runtime_error {
   int exit_code;
 };
 
-// Blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP in the calling thread and remembers the mask it had.
+// Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 in the calling thread and remembers the mask it had.
 // Call it first thing in main(), before any thread exists: threads inherit the mask, so these
 // signals reach the supervisor's signalfd and not a thread that would discard them.
 void block_supervisor_signals();
