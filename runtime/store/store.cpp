@@ -1,4 +1,5 @@
 #include "ringrun/store.hpp"
+#include "ringrun/store_wire.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -17,22 +18,14 @@
 namespace ringrun::store {
 namespace {
 
-constexpr std::uint32_t kMagic = 0x31535252;  // "RRS1" little-endian
-constexpr std::size_t kHeaderBytes = 16;
+using namespace wire;
 // An unauthenticated connection has this long to present the secret.
 constexpr auto kHelloTimeout = std::chrono::seconds(10);
 constexpr std::size_t kMaxConnections = 4096;
 
-enum FrameType : unsigned char { kHello = 1, kSet = 2, kGet = 3, kReply = 4 };
-enum Status : unsigned char { kStatusOk = 0, kStatusValue = 1, kStatusNotFound = 2, kStatusError = 3 };
+}  // namespace
 
-struct Header {
-  unsigned char type = 0;
-  unsigned char status = 0;
-  std::uint16_t key_len = 0;
-  std::uint32_t value_len = 0;
-  std::uint32_t timeout_ms = 0;
-};
+namespace wire {
 
 std::array<unsigned char, kHeaderBytes> encode(const Header& h) {
   std::array<unsigned char, kHeaderBytes> out{};
@@ -46,7 +39,6 @@ std::array<unsigned char, kHeaderBytes> encode(const Header& h) {
   return out;
 }
 
-// Parses and bounds-checks a header; returns an error text or "" when it is acceptable.
 std::string decode(const unsigned char* in, bool authenticated, Header* h) {
   if (net::get_u32(in) != kMagic) return "bad frame magic (not a ringrun store client)";
   h->type = in[4];
@@ -62,7 +54,7 @@ std::string decode(const unsigned char* in, bool authenticated, Header* h) {
   return "";
 }
 
-std::string frame(const Header& h, const std::string& key, const std::string& value) {
+std::string frame(const Header& h, std::string_view key, std::string_view value) {
   auto head = encode(h);
   std::string out(reinterpret_cast<const char*>(head.data()), head.size());
   out += key;
@@ -70,7 +62,37 @@ std::string frame(const Header& h, const std::string& key, const std::string& va
   return out;
 }
 
-}  // namespace
+std::size_t FrameReader::feed(const char* data, std::size_t size, bool authenticated) {
+  if (complete_ || !error_.empty()) return 0;
+  std::size_t used = 0;
+  if (head_got_ < kHeaderBytes) {
+    std::size_t take = std::min(kHeaderBytes - head_got_, size);
+    std::memcpy(head_ + head_got_, data, take);
+    head_got_ += take;
+    used += take;
+    if (head_got_ < kHeaderBytes) return used;
+    error_ = decode(head_, authenticated, &header_);
+    if (!error_.empty()) return used;
+    body_.assign(header_.key_len + static_cast<std::size_t>(header_.value_len), '\0');
+    body_got_ = 0;
+  }
+  std::size_t take = std::min(body_.size() - body_got_, size - used);
+  if (take > 0) std::memcpy(body_.data() + body_got_, data + used, take);
+  body_got_ += take;
+  used += take;
+  complete_ = body_got_ == body_.size();
+  return used;
+}
+
+void FrameReader::next_frame() {
+  head_got_ = 0;
+  body_.clear();
+  body_.shrink_to_fit();
+  body_got_ = 0;
+  complete_ = false;
+}
+
+}  // namespace wire
 
 struct Server::State {
   struct Connection {
@@ -79,11 +101,7 @@ struct Server::State {
     bool authenticated = false;
     bool closing = false;  // close once the output is flushed
     net::Clock::time_point accepted_at;
-    unsigned char head[kHeaderBytes];
-    std::size_t head_got = 0;
-    Header header;
-    std::string body;  // key + value of the frame being read; sized only after the header checks
-    std::size_t body_got = 0;
+    FrameReader reader;  // the frame being read; its body is sized only after the header checks
     std::string output;
     bool waiting = false;  // a GET is parked until its key is set or it times out
     std::string waiting_key;
@@ -230,30 +248,15 @@ void Server::State::read_from(Connection& c) {
     }
     std::size_t offset = 0;
     while (offset < static_cast<std::size_t>(got) && c.fd) {
-      if (c.head_got < kHeaderBytes) {
-        std::size_t take = std::min(kHeaderBytes - c.head_got, static_cast<std::size_t>(got) - offset);
-        std::memcpy(c.head + c.head_got, buffer + offset, take);
-        c.head_got += take;
-        offset += take;
-        if (c.head_got < kHeaderBytes) break;
-        std::string error = decode(c.head, c.authenticated, &c.header);
-        if (!error.empty()) {
-          if (c.authenticated) drop(c, error);
-          else refuse(c, error);
-          return;
-        }
-        c.body.assign(c.header.key_len + static_cast<std::size_t>(c.header.value_len), '\0');
-        c.body_got = 0;
+      offset += c.reader.feed(buffer + offset, static_cast<std::size_t>(got) - offset, c.authenticated);
+      if (!c.reader.error().empty()) {
+        if (c.authenticated) drop(c, c.reader.error());
+        else refuse(c, c.reader.error());
+        return;
       }
-      std::size_t take = std::min(c.body.size() - c.body_got, static_cast<std::size_t>(got) - offset);
-      std::memcpy(c.body.data() + c.body_got, buffer + offset, take);
-      c.body_got += take;
-      offset += take;
-      if (c.body_got == c.body.size()) {
+      if (c.reader.complete()) {
         handle_frame(c);
-        c.head_got = 0;
-        c.body.clear();
-        c.body.shrink_to_fit();
+        c.reader.next_frame();
       }
     }
     if (!c.fd) return;
@@ -261,17 +264,18 @@ void Server::State::read_from(Connection& c) {
 }
 
 void Server::State::handle_frame(Connection& c) {
-  std::string key = c.body.substr(0, c.header.key_len);
+  const Header& header = c.reader.header();
+  std::string key(c.reader.key());
   if (!c.authenticated) {
-    if (c.header.type != kHello) return refuse(c, "no secret presented");
-    if (!net::constant_time_equal(secret, c.body.substr(c.header.key_len))) return refuse(c, "bad secret");
+    if (header.type != kHello) return refuse(c, "no secret presented");
+    if (!net::constant_time_equal(secret, std::string(c.reader.value()))) return refuse(c, "bad secret");
     c.authenticated = true;
     reply(c, kStatusOk, "");
     return flush(c);
   }
-  switch (c.header.type) {
+  switch (header.type) {
     case kSet:
-      values[key] = c.body.substr(c.header.key_len);
+      values[key] = std::string(c.reader.value());
       reply(c, kStatusOk, "");
       flush(c);
       wake_waiters(key);
@@ -282,17 +286,17 @@ void Server::State::handle_frame(Connection& c) {
         reply(c, kStatusValue, found->second);
         return flush(c);
       }
-      if (c.header.timeout_ms == 0) {
+      if (header.timeout_ms == 0) {
         reply(c, kStatusNotFound, "");
         return flush(c);
       }
       c.waiting = true;
       c.waiting_key = key;
-      c.waiting_deadline = net::Clock::now() + std::chrono::milliseconds(c.header.timeout_ms);
+      c.waiting_deadline = net::Clock::now() + std::chrono::milliseconds(header.timeout_ms);
       return;
     }
     default:
-      return drop(c, fmt::format("unknown request type {}", static_cast<int>(c.header.type)));
+      return drop(c, fmt::format("unknown request type {}", static_cast<int>(header.type)));
   }
 }
 

@@ -3,36 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/dtype.hpp"
 #include "ringrun/net.hpp"
+#include "ringrun/runtime.hpp"
+#include "transport/tcp/op_header_wire.hpp"
 
 namespace ringrun::core {
 namespace {
 
-constexpr std::size_t kHeaderBytes = 32;
-constexpr std::uint32_t kHeaderMagic = 0x31485252;  // "RRH1"
-
-void encode(const OpHeader& h, unsigned char* out) {
-  std::memset(out, 0, kHeaderBytes);
-  net::put_u32(out, kHeaderMagic);
-  out[4] = static_cast<unsigned char>(h.kind);
-  out[5] = static_cast<unsigned char>(h.dtype);
-  out[6] = static_cast<unsigned char>(h.op);
-  net::put_u32(out + 8, static_cast<std::uint32_t>(h.root));
-  net::put_u64(out + 16, h.seq);
-  net::put_u64(out + 24, h.count);
-}
-
-bool decode(const unsigned char* in, OpHeader* h) {
-  if (net::get_u32(in) != kHeaderMagic) return false;
-  h->kind = static_cast<Collective>(in[4]);
-  h->dtype = static_cast<ringrun_dtype>(in[5]);
-  h->op = static_cast<ringrun_op>(in[6]);
-  h->root = static_cast<std::int32_t>(net::get_u32(in + 8));
-  h->seq = net::get_u64(in + 16);
-  h->count = net::get_u64(in + 24);
-  return true;
-}
+constexpr std::size_t kHeaderBytes = kOpHeaderBytes;
 
 // Element range of segment i when count elements are split over n segments (first ones larger).
 struct Range {
@@ -53,7 +34,7 @@ void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, s
   const World& world = mesh_.world();
   const int n = world.size;
   unsigned char mine[kHeaderBytes];
-  encode(header, mine);
+  encode_op_header(header, mine);
   std::vector<unsigned char> theirs(kHeaderBytes * n);
   std::vector<Transfer> transfers;
   transfers.reserve(4 * n);
@@ -61,6 +42,7 @@ void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, s
   // A mismatch is only thrown once this rank's header has reached every peer (so every rank sees
   // it); the peer's data may never come, so the run stops as soon as that is the case.
   int mismatched_peer = -1;
+  bool malformed = false;  // the peer's bytes are not a header at all
   OpHeader mismatched;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == world.rank) continue;
@@ -72,7 +54,8 @@ void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, s
     transfers.push_back(recv_from(peer, slot, kHeaderBytes, [&, peer, slot](std::size_t done) {
                            if (done == kHeaderBytes && mismatched_peer < 0) {
                              OpHeader other;
-                             if (!decode(slot, &other) || !header.matches(other)) {
+                             malformed = !decode_op_header(slot, &other);
+                             if (malformed || !header.matches(other)) {
                                mismatched_peer = peer;
                                mismatched = other;
                              }
@@ -87,6 +70,9 @@ void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, s
       if (t.send && t.len == kHeaderBytes && t.data == reinterpret_cast<char*>(mine) && t.done < t.len) return false;
     return true;
   });
+  if (mismatched_peer >= 0 && malformed)
+    throw ringrun::RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: rank {} received a malformed collective header from {}",
+                                                     what, world.rank, world.describe(mismatched_peer)));
   if (mismatched_peer >= 0) throw_mismatch(world, header, mismatched_peer, mismatched);
 }
 
