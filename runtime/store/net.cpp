@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -108,6 +109,17 @@ void set_nonblocking(int fd, bool nonblocking) {
 void set_nodelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void set_peer_timeout(int fd, std::chrono::milliseconds timeout) {
+  const int seconds = static_cast<int>(std::max<long long>(1, timeout.count() / 1000));
+  const int one = 1, idle = std::max(1, seconds / 3), count = 3, interval = std::max(1, (seconds - idle) / count);
+  const unsigned user_timeout_ms = static_cast<unsigned>(std::max<long long>(1000, timeout.count()));
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
 static int remaining_ms(Clock::time_point deadline) {

@@ -69,6 +69,16 @@ std::optional<int> gres_count(std::string_view name, const std::string& value) {
 
 }  // namespace
 
+std::size_t max_hostlist_names(const Environment& env) {
+  const auto* value = find(env, "RINGRUN_MAX_HOSTLIST");
+  if (!value) return 1'000'000;
+  std::size_t n = 0;
+  const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), n);
+  if (ec != std::errc{} || end != value->data() + value->size() || n == 0)
+    throw InputError(fmt::format("RINGRUN_MAX_HOSTLIST='{}' : expected a positive number of host names", *value));
+  return n;
+}
+
 std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
   const auto job = first_set(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
   if (!job) return std::nullopt;
@@ -103,8 +113,9 @@ std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
                                  "SLURM_JOB_CPUS_PER_NODE is; run inside sbatch/salloc/srun",
                                  *alloc.job_id));
 
-  const auto names = expand_hostlist(nodes->second, 1'000'000, nodes->first);
-  const auto slots = expand_task_counts(counts->second, counts->first);
+  const std::size_t limit = max_hostlist_names(env);
+  const auto names = expand_hostlist(nodes->second, limit, nodes->first);
+  const auto slots = expand_task_counts(counts->second, counts->first, limit);
   if (names.size() != slots.size())
     throw InputError(fmt::format("{}='{}' names {} hosts but {}='{}' gives {} counts; they must match",
                                  nodes->first, nodes->second, names.size(), counts->first,

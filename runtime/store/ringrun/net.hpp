@@ -79,6 +79,10 @@ void write_all(int fd, const void* data, std::size_t len, Clock::time_point dead
 
 // Compares every byte of both strings regardless of where they first differ (no timing leak of
 // the position of the first difference; the length of the expected string may leak).
+// A peer that stops answering (host down, link cut) fails the connection within about `timeout`:
+// TCP keepalive probes on an idle connection, TCP_USER_TIMEOUT on unacknowledged data.
+void set_peer_timeout(int fd, std::chrono::milliseconds timeout);
+
 bool constant_time_equal(const std::string& a, const std::string& b);
 
 // Little-endian fixed-width encoding for wire headers.

@@ -28,6 +28,10 @@ std::vector<std::string> expand_hostlist(std::string_view list, std::size_t limi
 std::vector<int> expand_task_counts(std::string_view counts, std::string_view what,
                                     std::size_t limit = 1'000'000);
 
+// The most names a SLURM hostlist may expand to: RINGRUN_MAX_HOSTLIST from `env`, else 1,000,000.
+// A value that is not a positive number throws InputError.
+std::size_t max_hostlist_names(const Environment& env);
+
 // The allocation of the job this process runs in, from SLURM_* variables; nullopt outside a job
 // (neither SLURM_JOB_ID nor SLURM_JOBID set). Inside a step (SLURM_STEP_ID) the step's nodes and
 // tasks; otherwise the job's. GPU ids of the node this process runs on come from, first found:

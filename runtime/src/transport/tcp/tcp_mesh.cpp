@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/env.hpp"
 #include "ringrun/runtime.hpp"
 
 namespace ringrun::core {
@@ -83,10 +84,14 @@ TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds
   // An orderly close would queue its FIN behind unsent data that a peer may never read, and that
   // peer would not learn of the death.
   linger abortive{1, 0};
+  // A peer whose host or link goes away sends no reset: without a bound the collective would wait
+  // for it forever (or for the kernel's ~15 min of retransmissions).
+  const auto peer_timeout = std::chrono::seconds(env_int("RINGRUN_PEER_TIMEOUT", 1, 24 * 3600).value_or(30));
   for (auto& fd : fds_) {
     if (!fd) continue;
     net::set_nonblocking(fd.get(), true);
     ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
+    net::set_peer_timeout(fd.get(), peer_timeout);
   }
 }
 
