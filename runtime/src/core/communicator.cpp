@@ -8,6 +8,10 @@
 #include "bootstrap/bootstrap.hpp"
 #include "core/dtype.hpp"
 #include "ringrun/runtime.hpp"
+#include "transport/nccl/device_memory.hpp"
+#ifdef RINGRUN_HAVE_NCCL
+#include "transport/nccl/nccl_transport.hpp"
+#endif
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 #include "transport/tcp/tcp_transport.hpp"
@@ -124,12 +128,46 @@ template <typename Body> void Communicator::run(Collective kind, const char* nam
   }
 }
 
+Transport* Communicator::device_transport(const char* what, const void* a, const void* b) {
+  BufferLocation first = locate_buffer(a);
+  BufferLocation second = b == a ? first : locate_buffer(b);
+  if (!first.device && !second.device) return nullptr;
+  if (first.device != second.device)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("{}: one buffer is device memory (CUDA device {}) and the other host memory; pass "
+                                   "both on the device or both on the host",
+                                   what, first.device ? first.ordinal : second.ordinal));
+  if (first.ordinal != second.ordinal)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("{}: the buffers are on different CUDA devices ({} and {})", what, first.ordinal,
+                                   second.ordinal));
+#ifdef RINGRUN_HAVE_NCCL
+  if (!nccl_) {
+    nccl_ = NcclTransport::create(world_, transport_, mesh_.get(), first.ordinal, [this] { return ++seq_; });
+  } else if (int device = static_cast<NcclTransport&>(*nccl_).device(); device != first.ordinal) {
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("{}: the buffer is on CUDA device {} but this rank's NCCL communicator runs on "
+                                   "device {} (one device per rank)",
+                                   what, first.ordinal, device));
+  }
+  return nccl_.get();
+#else
+  throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                     fmt::format("{}: the buffer is device memory (CUDA device {}) but this libringrun_runtime was "
+                                 "built without NCCL; copy it to host memory, or rebuild where CUDA and NCCL are found "
+                                 "(-DRINGRUN_WITH_NCCL=ON)",
+                                 what, first.ordinal));
+#endif
+}
+
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
   run(Collective::allreduce, "allreduce", [&] {
     check_type("allreduce", dtype);
     require(valid_op(op), "allreduce", fmt::format("unknown op {}", static_cast<int>(op)));
     require(count == 0 || (send && recv), "allreduce", "send or recv is null");
+    Transport* device = count ? device_transport("allreduce", send, recv) : nullptr;
     OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allreduce, .dtype = dtype, .op = op};
+    if (device) return device->allreduce(header, send, recv);
     if (!transport_) {
       if (send != recv && count) std::memmove(recv, send, header.bytes());
       return;  // one rank: the sum, min, max, product and average of one value are that value
@@ -143,7 +181,9 @@ void Communicator::broadcast(void* buf, std::size_t count, ringrun_dtype dtype, 
     check_type("broadcast", dtype);
     require(root >= 0 && root < world_.size, "broadcast", fmt::format("root {} is not a rank of 0..{}", root, world_.size - 1));
     require(count == 0 || buf, "broadcast", "buf is null");
+    Transport* device = count ? device_transport("broadcast", buf, buf) : nullptr;
     OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::broadcast, .dtype = dtype, .root = root};
+    if (device) return device->broadcast(header, buf);
     if (transport_) transport_->broadcast(header, buf);
   });
 }
@@ -152,7 +192,9 @@ void Communicator::allgather(const void* send, std::size_t count, ringrun_dtype 
   run(Collective::allgather, "allgather", [&] {
     check_type("allgather", dtype);
     require(count == 0 || (send && recv), "allgather", "send or recv is null");
+    Transport* device = count ? device_transport("allgather", send, recv) : nullptr;
     OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allgather, .dtype = dtype};
+    if (device) return device->allgather(header, send, recv);
     if (!transport_) {
       if (send != recv && count) std::memmove(recv, send, header.bytes());
       return;
@@ -175,18 +217,24 @@ void Communicator::finalize() {
     bool orderly = false;
     ~Closer() { self->close(orderly); }
   } closer{this};
-  if (broken_code_ || !tcp_) return;
-  // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets, and
-  // every peer has by then sent its barrier header, so no peer mistakes the close for a death.
-  OpHeader header{.seq = ++seq_, .kind = Collective::barrier};
-  tcp_->barrier(header);
+  if (broken_code_) return;
+  if (tcp_) {
+    // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets, and
+    // every peer has by then sent its barrier header, so no peer mistakes the close for a death.
+    OpHeader header{.seq = ++seq_, .kind = Collective::barrier};
+    tcp_->barrier(header);
+  }
   closer.orderly = true;
+#ifdef RINGRUN_HAVE_NCCL
+  if (nccl_) static_cast<NcclTransport&>(*nccl_).close(true);
+#endif
 }
 
 void Communicator::abort() { close(false); }
 
 void Communicator::close(bool orderly) {
   closed_ = true;
+  nccl_.reset();  // aborts the NCCL communicator unless finalize closed it in order
   shm_.reset();
   tcp_.reset();
   transport_ = nullptr;

@@ -44,7 +44,8 @@ class Communicator {
   const World& world() const { return world_; }
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }
-  // "shm", "tcp" or "self": the transport collectives use.
+  // "shm", "tcp" or "self": the transport collectives on host buffers use. Device buffers (CUDA
+  // memory) go through NCCL in builds that have it (transport/nccl/), created on first use.
   const char* transport_name() const;
 
   void allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op);
@@ -62,12 +63,17 @@ class Communicator {
   Communicator() = default;
   void close(bool orderly);
   template <typename Body> void run(Collective kind, const char* name, Body&& body);
+  // The NCCL transport when the call's buffers are device memory (created on first use: a
+  // collective, like the call itself); null for host buffers. Throws for mixed buffers, for a
+  // device other than the one NCCL runs on, and in builds without NCCL.
+  Transport* device_transport(const char* what, const void* a, const void* b);
 
   World world_;
   std::unique_ptr<TcpMesh> mesh_;
   std::unique_ptr<Transport> tcp_;
   std::unique_ptr<Transport> shm_;
   Transport* transport_ = nullptr;  // shm_ when there, else tcp_; null for one rank
+  std::unique_ptr<Transport> nccl_;  // NcclTransport, for device buffers
   std::uint64_t seq_ = 0;
   int broken_code_ = 0;
   std::string broken_message_;

@@ -1,0 +1,20 @@
+// Where a buffer lives: host memory, or memory of a CUDA device. Built in every configuration:
+// with NCCL (RINGRUN_HAVE_NCCL) through the CUDA runtime, without it through the CUDA driver that
+// the program itself loaded (so a device buffer gets a clear error instead of a crash).
+//
+// Cheap for host buffers in programs that never touch CUDA: nothing is asked of CUDA until
+// libcuda.so.1 is loaded in the process (a process without it has no device memory), and CUDA is
+// never initialised by this check. Any CUDA error means "host memory".
+#pragma once
+
+namespace ringrun::core {
+
+struct BufferLocation {
+  bool device = false;   // device memory (or managed memory, in builds with NCCL)
+  bool managed = false;  // CUDA managed memory (host-accessible)
+  int ordinal = -1;      // the CUDA device it belongs to, when device
+};
+
+BufferLocation locate_buffer(const void* pointer);
+
+}  // namespace ringrun::core

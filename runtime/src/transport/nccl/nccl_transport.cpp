@@ -1,0 +1,279 @@
+#include "transport/nccl/nccl_transport.hpp"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/dtype.hpp"
+#include "ringrun/runtime.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
+#error "ringrun needs NCCL 2.10 or newer (ncclAvg, ncclBfloat16)"
+#endif
+
+namespace ringrun::core {
+
+struct NcclTransport::State {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPeerCheckInterval = std::chrono::milliseconds(1);
+constexpr auto kFinalizeBudget = std::chrono::seconds(5);  // the peer-death budget
+
+[[noreturn]] void cuda_failed(const char* call, cudaError_t rc) {
+  (void)cudaGetLastError();
+  throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: {} ({})", call, cudaGetErrorString(rc), cudaGetErrorName(rc)));
+}
+
+void check_cuda(const char* call, cudaError_t rc) {
+  if (rc != cudaSuccess) cuda_failed(call, rc);
+}
+
+int nccl_code(ncclResult_t rc) {
+  switch (rc) {
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return RINGRUN_ERR_INVALID_ARGUMENT;
+    case ncclRemoteError: return RINGRUN_ERR_PEER;
+    default: return RINGRUN_ERR_INTERNAL;
+  }
+}
+
+[[noreturn]] void nccl_failed(const char* call, ncclResult_t rc, ncclComm_t comm) {
+  const char* detail = ncclGetLastError(comm);
+  throw RuntimeError(nccl_code(rc), fmt::format("{}: {}{}{}", call, ncclGetErrorString(rc),
+                                                detail && *detail ? ": " : "", detail ? detail : ""));
+}
+
+ncclDataType_t nccl_dtype(ringrun_dtype dtype) {
+  switch (dtype) {
+    case RINGRUN_FLOAT32: return ncclFloat32;
+    case RINGRUN_FLOAT64: return ncclFloat64;
+    case RINGRUN_FLOAT16: return ncclFloat16;
+    case RINGRUN_BFLOAT16: return ncclBfloat16;
+    case RINGRUN_INT32: return ncclInt32;
+    case RINGRUN_INT64: return ncclInt64;
+    case RINGRUN_UINT8: return ncclUint8;
+  }
+  throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("nccl: unknown dtype {}", static_cast<int>(dtype)));
+}
+
+ncclRedOp_t nccl_op(ringrun_op op) {
+  switch (op) {
+    case RINGRUN_SUM: return ncclSum;
+    case RINGRUN_AVERAGE: return ncclAvg;
+    case RINGRUN_MIN: return ncclMin;
+    case RINGRUN_MAX: return ncclMax;
+    case RINGRUN_PRODUCT: return ncclProd;
+  }
+  throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("nccl: unknown op {}", static_cast<int>(op)));
+}
+
+// Makes `device` current for the scope and restores the caller's device after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    check_cuda("cudaGetDevice", cudaGetDevice(&previous_));
+    if (previous_ != device) check_cuda(fmt::format("cudaSetDevice({})", device).c_str(), cudaSetDevice(device));
+  }
+  ~DeviceScope() {
+    int current = previous_;
+    if (cudaGetDevice(&current) == cudaSuccess && current != previous_) (void)cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+}  // namespace
+
+NcclTransport::NcclTransport(const World& world, Transport* host, TcpMesh* mesh, int device,
+                             std::function<std::uint64_t()> next_seq)
+    : world_(world), host_(host), mesh_(mesh), device_(device), next_seq_(std::move(next_seq)),
+      state_(std::make_unique<State>()) {}
+
+NcclTransport::~NcclTransport() { close(false); }
+
+std::unique_ptr<NcclTransport> NcclTransport::create(const World& world, Transport* host, TcpMesh* mesh, int device,
+                                                     std::function<std::uint64_t()> next_seq) {
+  if (world.size > 1 && (host == nullptr || mesh == nullptr))
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, "nccl: more than one rank but no host transport for the unique id");
+  std::unique_ptr<NcclTransport> self(new NcclTransport(world, host, mesh, device, std::move(next_seq)));
+  ncclUniqueId id{};
+  if (world.rank == 0) {
+    ncclResult_t rc = ncclGetUniqueId(&id);
+    if (rc != ncclSuccess) nccl_failed("ncclGetUniqueId", rc, nullptr);
+  }
+  if (world.size > 1) {
+    // Every rank takes part even when rank 0 failed above: then the others fail on the hang-up.
+    OpHeader header{.seq = self->next_seq_(), .count = sizeof id, .kind = Collective::broadcast,
+                    .dtype = RINGRUN_UINT8, .root = 0};
+    host->broadcast(header, &id);
+  }
+  DeviceScope scope(device);
+  State& s = *self->state_;
+  check_cuda("cudaStreamCreate", cudaStreamCreate(&s.stream));
+  // Non-blocking initialisation: the wait below watches the host connections for a dead peer.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t rc = ncclCommInitRankConfig(&s.comm, world.size, id, world.rank, &config);
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    s.comm = nullptr;
+    nccl_failed(fmt::format("ncclCommInitRank (rank {} of {}, device {})", world.rank, world.size, device).c_str(), rc,
+                nullptr);
+  }
+  self->wait_for("ncclCommInitRank", false);
+  return self;
+}
+
+// Polls the communicator (and, for a collective, the stream) until done; watches the peers.
+void NcclTransport::wait_for(const char* what, bool stream) {
+  State& s = *state_;
+  auto next_check = Clock::now() + kPeerCheckInterval;
+  for (unsigned spins = 0;; ++spins) {
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t rc = ncclCommGetAsyncError(s.comm, &async);
+    if (rc != ncclSuccess) {
+      close(false);
+      nccl_failed(fmt::format("{}: ncclCommGetAsyncError", what).c_str(), rc, nullptr);
+    }
+    if (async != ncclSuccess && async != ncclInProgress) {
+      std::string detail = ncclGetLastError(s.comm);
+      close(false);
+      throw RuntimeError(nccl_code(async), fmt::format("{}: {}{}{}", what, ncclGetErrorString(async),
+                                                       detail.empty() ? "" : ": ", detail));
+    }
+    if (async == ncclSuccess) {
+      if (!stream) return;
+      cudaError_t ready = cudaStreamQuery(s.stream);
+      if (ready == cudaSuccess) return;
+      if (ready != cudaErrorNotReady) {
+        close(false);
+        cuda_failed(fmt::format("{}: cudaStreamQuery", what).c_str(), ready);
+      }
+    }
+    if (mesh_ && Clock::now() >= next_check) {
+      try {
+        mesh_->check_alive(what);
+      } catch (...) {
+        close(false);  // ncclCommAbort: the kernels waiting for the dead peer end
+        throw;
+      }
+      next_check = Clock::now() + kPeerCheckInterval;
+    }
+    if (spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+NcclTransport::State& NcclTransport::live(const char* what) {
+  if (!state_->comm)
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: the NCCL communicator was aborted after an earlier error",
+                                                         what));
+  return *state_;
+}
+
+void NcclTransport::check_headers(const OpHeader& header) {
+  if (world_.size == 1) return;
+  OpHeader mine{};
+  std::memset(static_cast<void*>(&mine), 0, sizeof mine);  // no stray padding bytes on the wire
+  mine.seq = header.seq;
+  mine.count = header.count;
+  mine.kind = header.kind;
+  mine.dtype = header.dtype;
+  mine.op = header.op;
+  mine.root = header.root;
+  std::vector<OpHeader> all(world_.size);
+  OpHeader wire{.seq = next_seq_(), .count = sizeof mine, .kind = Collective::allgather, .dtype = RINGRUN_UINT8};
+  host_->allgather(wire, &mine, all.data());
+  for (int r = 0; r < world_.size; ++r)
+    if (!all[r].matches(mine)) throw_mismatch(world_, mine, r, all[r]);
+}
+
+void NcclTransport::allreduce(const OpHeader& header, const void* send, void* recv) {
+  check_headers(header);
+  if (header.count == 0) return;
+  State& s = live("ncclAllReduce");
+  DeviceScope scope(device_);
+  ncclResult_t rc = ncclAllReduce(send, recv, header.count, nccl_dtype(header.dtype), nccl_op(header.op), s.comm,
+                                  s.stream);
+  if (rc != ncclSuccess && rc != ncclInProgress) nccl_failed("ncclAllReduce", rc, s.comm);
+  wait_for("ncclAllReduce", true);
+}
+
+void NcclTransport::broadcast(const OpHeader& header, void* buf) {
+  check_headers(header);
+  if (header.count == 0) return;
+  State& s = live("ncclBroadcast");
+  DeviceScope scope(device_);
+  ncclResult_t rc = ncclBroadcast(buf, buf, header.count, nccl_dtype(header.dtype), header.root, s.comm, s.stream);
+  if (rc != ncclSuccess && rc != ncclInProgress) nccl_failed("ncclBroadcast", rc, s.comm);
+  wait_for("ncclBroadcast", true);
+}
+
+void NcclTransport::allgather(const OpHeader& header, const void* send, void* recv) {
+  check_headers(header);
+  if (header.count == 0) return;
+  State& s = live("ncclAllGather");
+  DeviceScope scope(device_);
+  const std::size_t block = header.bytes();
+  const auto* source = static_cast<const char*>(send);
+  char* slot = static_cast<char*>(recv) + block * static_cast<std::size_t>(world_.rank);
+  const char* all_begin = static_cast<const char*>(recv);
+  const char* all_end = all_begin + block * static_cast<std::size_t>(world_.size);
+  // As on the host path, send may be anywhere, even inside recv (send == recv: "in place"). NCCL
+  // takes it in place only at this rank's slot; anything else overlapping recv is staged first.
+  void* staged = nullptr;
+  if (source != slot && source < all_end && source + block > all_begin) {
+    check_cuda("cudaMallocAsync", cudaMallocAsync(&staged, block, s.stream));
+    check_cuda("cudaMemcpyAsync", cudaMemcpyAsync(staged, source, block, cudaMemcpyDeviceToDevice, s.stream));
+    source = static_cast<const char*>(staged);
+  }
+  ncclResult_t rc = ncclAllGather(source, recv, header.count, nccl_dtype(header.dtype), s.comm, s.stream);
+  if (staged) (void)cudaFreeAsync(staged, s.stream);
+  if (rc != ncclSuccess && rc != ncclInProgress) nccl_failed("ncclAllGather", rc, s.comm);
+  wait_for("ncclAllGather", true);
+}
+
+void NcclTransport::barrier(const OpHeader& header) {
+  // Nothing on the device to order: the host transport's barrier is the barrier.
+  if (host_) host_->barrier(header);
+}
+
+void NcclTransport::close(bool orderly) noexcept {
+  State& s = *state_;
+  if (s.comm) {
+    bool destroyed = false;
+    ncclResult_t finalized = orderly ? ncclCommFinalize(s.comm) : ncclInternalError;
+    if (finalized == ncclSuccess || finalized == ncclInProgress) {
+      // Bounded: a peer that died after the finalize barrier must not hang this rank.
+      auto deadline = Clock::now() + kFinalizeBudget;
+      ncclResult_t async = ncclInProgress;
+      while (Clock::now() < deadline && ncclCommGetAsyncError(s.comm, &async) == ncclSuccess && async == ncclInProgress)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (async == ncclSuccess) destroyed = ncclCommDestroy(s.comm) == ncclSuccess;
+    }
+    if (!destroyed) (void)ncclCommAbort(s.comm);
+    s.comm = nullptr;
+  }
+  if (s.stream) {
+    int previous = 0;
+    bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
+    (void)cudaStreamDestroy(s.stream);
+    if (restore) (void)cudaSetDevice(previous);
+    s.stream = nullptr;
+  }
+}
+
+}  // namespace ringrun::core
