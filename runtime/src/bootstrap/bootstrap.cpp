@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -224,6 +225,23 @@ Identity discover_identity() {
   return Identity{0, 1, "no launcher"};
 }
 
+// Where rank 0 hosts the store for MASTER_ADDR: that address when it is one of this host's (so the
+// store listens on the chosen interface only), else every interface.
+std::string store_bind_address(const std::string& master_addr) {
+  try {
+    sockaddr_in address = net::resolve_ipv4(master_addr, 0);
+    net::Fd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (probe && ::bind(probe.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &address.sin_addr, text, sizeof text);
+      return text;
+    }
+  } catch (const net::NetError&) {
+    // Unresolvable here: the client's connect reports it.
+  }
+  return "0.0.0.0";
+}
+
 std::string this_hostname() {
   if (auto name = env_string("RINGRUN_HOSTNAME")) return *name;
   char name[256] = {};
@@ -268,7 +286,8 @@ Bootstrap bootstrap_from_environment() {
       if (!port) throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, "MASTER_ADDR is set but MASTER_PORT is not");
       std::unique_ptr<store::Server> hosted;
       // Without ringrun there is no job secret unless the user exports one; both sides agree on "".
-      if (boot.rank == 0) hosted = std::make_unique<store::Server>("0.0.0.0", static_cast<std::uint16_t>(*port), secret);
+      if (boot.rank == 0)
+        hosted = std::make_unique<store::Server>(store_bind_address(*master), static_cast<std::uint16_t>(*port), secret);
       auto client = std::make_unique<store::Client>(*master, static_cast<std::uint16_t>(*port), secret, boot.timeout);
       boot.exchange = std::make_unique<StoreExchange>(std::move(client), fmt::format("ringrun/init{}", generation),
                                                       boot.rank, boot.size, boot.timeout, std::move(hosted));
