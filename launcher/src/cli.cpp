@@ -34,12 +34,16 @@ std::vector<std::string> normalize(const std::vector<std::string>& args, const C
     if (auto it = kAliases.find(a); it != kAliases.end()) name = it->second;
     out.push_back(name);
     if (name.size() < 2 || name[0] != '-') {
-      done = true;  // the program (or a subcommand) starts here
+      // Options may follow a subcommand's name (`ringrun topo -np 4`); the program starts at the
+      // first other word, and from there on nothing is rewritten.
+      static const std::set<std::string> kSubcommands = {"topo", "template", "check-build", "doctor"};
+      if (kSubcommands.count(name)) continue;
+      done = true;
       continue;
     }
     if (name.find('=') != std::string::npos) continue;
     const CLI::Option* opt = app.get_option_no_throw(name);
-    if (opt && opt->get_type_size() != 0 && i + 1 < args.size()) out.push_back(args[++i]);
+    if (opt && opt->get_items_expected_min() > 0 && i + 1 < args.size()) out.push_back(args[++i]);
   }
   return out;
 }

@@ -227,6 +227,43 @@ mpirun_backend)
   [ $rc -ne 0 ] || fail "a failing rank under mpirun exited 0"
   grep -q "^ringrun: mpirun exited with code" "$work/err" || fail "summary: $(tail -n 2 "$work/err")"
   ;;
+subcommands)
+  # topo: the table and JSON of a real machine's export, and the slots of -np ranks.
+  src=$(cd "$(dirname "$0")/../.." && pwd)
+  xml=$src/tests/data/topology/hwloc/jsc-juwels-booster-4xa100-4xhdr.xml
+  "$ringrun" topo --topology "$xml" -np 4 >"$work/topo" || fail "topo exited $?"
+  for nic in mlx5_0 mlx5_1 mlx5_2 mlx5_3; do grep -q "$nic" "$work/topo" || fail "topo lacks $nic: $(cat "$work/topo")"; done
+  "$ringrun" topo --topology "$xml" -np 4 --json >"$work/topo.json" || fail "topo --json exited $?"
+  /usr/bin/python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert len(t["gpus"]) == 4, t' "$work/topo.json" ||
+    fail "topo JSON: $(head -c 400 "$work/topo.json")"
+  "$ringrun" topo --topology "$work/none.xml" 2>"$work/err"; expect_rc $? 2 "(missing topology file)"
+  grep -q "none.xml" "$work/err" || fail "topology error does not name the file: $(cat "$work/err")"
+  # The dry-run plan with that topology: one GPU, its NUMA-local cores and its HCA per rank.
+  "$ringrun" --dry-run --json --topology "$xml" -np 4 -- prog >"$work/plan.json" || fail "dry-run --topology"
+  /usr/bin/python3 - "$work/plan.json" <<'PY' || fail "plan with topology: $(head -c 600 "$work/plan.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))
+gpus = [r["gpu"] for r in p["ranks"]]
+assert gpus == ["0", "1", "2", "3"], gpus
+assert all(r["nic"] and r["nic"].startswith("mlx5_") for r in p["ranks"]), p["ranks"]
+assert len({r["nic"] for r in p["ranks"]}) == 4, "one HCA per GPU on JUWELS Booster"
+cpus = [r["cpus"] for r in p["ranks"]]
+assert all(cpus) and len(set(cpus)) == 4, cpus
+assert all(r["env"]["CUDA_VISIBLE_DEVICES"] == r["gpu"] for r in p["ranks"])
+assert all(r["env"].get("NCCL_IB_HCA", "").startswith("=mlx5_") for r in p["ranks"]), p["ranks"][0]["env"]
+PY
+  # More ranks than GPUs is an error naming both counts.
+  "$ringrun" --dry-run --topology "$xml" -np 5 -- prog 2>"$work/err"; expect_rc $? 2 "(5 ranks, 4 GPUs)"
+  grep -q "5" "$work/err" && grep -q "4" "$work/err" || fail "message: $(cat "$work/err")"
+  # template: a filled-in sbatch script.
+  "$ringrun" template multi-node-srun --nodes 3 --gpus-per-node 2 --time 00:10:00 -- ./train --lr 0.1 >"$work/job.sbatch" ||
+    fail "template exited $?"
+  grep -q '^#SBATCH.*--nodes=3' "$work/job.sbatch" || fail "template nodes: $(cat "$work/job.sbatch")"
+  grep -q 'train' "$work/job.sbatch" || fail "template program"
+  bash -n "$work/job.sbatch" || fail "template is not valid bash"
+  "$ringrun" template nosuch 2>"$work/err"; expect_rc $? 2 "(unknown template)"
+  grep -q "single-node" "$work/err" || fail "unknown template message lacks the known names: $(cat "$work/err")"
+  ;;
 *)
   fail "unknown case"
   ;;
