@@ -207,6 +207,15 @@ TEST_CASE("command line: horovodrun spellings, program argv untouched") {
   CHECK(inv.json);
   CHECK(inv.launch.program == std::vector<std::string>{"-weird", "$(x);"});
 
+  // Flags take no value, so the -np after them is still ringrun's.
+  inv = parse_command_line({"ringrun", "--dry-run", "--verbose", "-np", "5", "--", "prog", "-np", "2"});
+  CHECK(inv.launch.num_proc == 5);
+  CHECK(inv.launch.program == std::vector<std::string>{"prog", "-np", "2"});
+  inv = parse_command_line({"ringrun", "topo", "--topology", "x.xml", "-np", "4", "--json"});
+  CHECK(inv.command == Command::topo);
+  CHECK(inv.launch.num_proc == 4);
+  CHECK(inv.json);
+
   inv = parse_command_line({"ringrun", "-hostfile", "hf", "--launcher", "mpirun", "--bind", "none", "true"});
   CHECK(inv.hostfile == "hf");
   CHECK(inv.launch.launcher == LauncherKind::mpirun);
