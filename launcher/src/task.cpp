@@ -1,6 +1,8 @@
 // The task shim: `ringrun task -- PROGRAM ARGS`, started by srun or mpirun once per rank. It finds
 // its rank, plans its own node from its own topology with the same make_plan the launcher used,
 // applies the slot (environment, CPU affinity) and execs the program.
+#include "interface_probe.hpp"
+
 #include <ringrun/launch.hpp>
 #include <ringrun/topology.hpp>
 
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -66,6 +69,14 @@ TaskIdentity find_identity(const Environment& env) {
 
 int run_task(const std::vector<std::string>& program, const Environment& env) {
   if (program.empty()) throw InputError("ringrun task: no program given; write: ringrun task -- PROGRAM [ARGS...]");
+  // `ringrun task --probe-interfaces`: the launcher's interface probe step, one task per node.
+  if (program.size() == 1 && program[0] == "--probe-interfaces") {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+    std::string line = netprobe::format_probe_line(host, netprobe::local_interfaces());
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
   TaskIdentity id = find_identity(env);
   auto layout_it = env.find("RINGRUN_LAYOUT");
   auto hosts_it = env.find("RINGRUN_HOSTS");
