@@ -10,6 +10,7 @@
 #include "core/dtype.hpp"
 #include "core/env.hpp"
 #include "engine/timeline.hpp"
+#include "transport/nccl/device_memory.hpp"
 #include "ringrun/runtime.hpp"
 
 namespace ringrun::engine {
@@ -546,7 +547,10 @@ void Engine::execute(const std::vector<std::string>& ready) {
   std::vector<std::vector<LocalOp*>> groups;
   std::vector<LocalOp*> others;
   for (LocalOp* op : agreed) {
-    if (op->request.kind != Collective::allreduce) {
+    // Device buffers go to NCCL one by one: the fusion buffer is host memory and is filled with
+    // memcpy. Programs keep a tensor on the same kind of memory on every rank, so every rank
+    // still forms the same groups.
+    if (op->request.kind != Collective::allreduce || core::locate_buffer(op->request.recv).device) {
       others.push_back(op);
       continue;
     }
