@@ -100,6 +100,47 @@ TEST_CASE("allreduce: every dtype and op against the serial reference, 1 to 8 ra
   }
 }
 
+TEST_CASE("allreduce: shared memory around the streamed path's thresholds, every dtype") {
+  // 16 KiB (latency path to streamed), odd counts that leave partial chunks and shards, and
+  // 8 MiB + 20 bytes of float32 (non-temporal output stores).
+  const std::vector<std::size_t> sizes = {4095, 4096, 4097, 16411, 65537, (1u << 21) + 5};
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    check_allreduce_everything(n, Placement::one_host, sizes);
+  }
+}
+
+TEST_CASE("broadcast and allgather: shared memory around the streamed path's thresholds") {
+  for (int n : {2, 3}) {
+    test::run_ranks(n, Placement::one_host, [&](int rank, Communicator& comm) {
+      for (std::size_t count : {std::size_t{4095}, std::size_t{4097}, std::size_t{65537}, std::size_t{(1u << 21) + 3}}) {
+        for (int root = 0; root < n; ++root) {
+          std::vector<std::int32_t> buf(count, -1);
+          if (rank == root)
+            for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<std::int32_t>(i * 7 + root);
+          comm.broadcast(buf.data(), count, RINGRUN_INT32, root);
+          for (std::size_t i = 0; i < count; ++i)
+            if (buf[i] != static_cast<std::int32_t>(i * 7 + root)) {
+              FAIL_CHECK("broadcast of ", count, " from root ", root, " wrong at ", i, " on rank ", rank);
+              break;
+            }
+        }
+        std::vector<std::int32_t> mine(count), all(count * n + 1, -1);
+        for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 1000003 + static_cast<std::int32_t>(i);
+        comm.allgather(mine.data(), count, RINGRUN_INT32, all.data());
+        for (int r = 0; r < n; ++r)
+          for (std::size_t i = 0; i < count; ++i)
+            if (all[r * count + i] != r * 1000003 + static_cast<std::int32_t>(i)) {
+              FAIL_CHECK("allgather of ", count, ": block ", r, " wrong at ", i, " on rank ", rank);
+              r = n;
+              break;
+            }
+        CHECK(all[count * n] == -1);  // nothing written past the end
+      }
+    });
+  }
+}
+
 TEST_CASE("allreduce: shared memory with a tiny slot takes many pipelined rounds") {
   for (int n : {2, 3, 5}) {
     test::run_ranks(n, Placement::one_host, [&](int rank, Communicator& comm) {

@@ -80,6 +80,42 @@ Range shard(std::size_t m, std::size_t esize, int n, int p) {
   return {begin, end - begin};
 }
 
+// memcpy, or (stream) the same with non-temporal stores: for large outputs that only the caller
+// reads later, skipping the cache saves the read-for-ownership of every destination line and keeps
+// the ring chunks in cache. SSE2 is the x86-64 baseline; elsewhere it is plain memcpy.
+void copy_out(char* dst, const char* src, std::size_t n, bool stream) {
+#if defined(__SSE2__)
+  if (stream && n >= 256) {
+    std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(dst) & 15)) & 15;
+    std::memcpy(dst, src, head);
+    dst += head, src += head, n -= head;
+    const std::size_t body = n & ~std::size_t{63};
+    for (std::size_t i = 0; i < body; i += 64) {
+      __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+      __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+      __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+    }
+    std::memcpy(dst + body, src + body, n - body);
+    return;
+  }
+#else
+  (void)stream;
+#endif
+  std::memcpy(dst, src, n);
+}
+
+// Orders non-temporal stores before whatever the caller does after the collective returns.
+void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 std::string segment_name(const World& world) {
   return fmt::format("/ringrun-{:016x}-{}", world.peers[0].nonce, world.size);
 }
@@ -88,8 +124,10 @@ std::string segment_name(const World& world) {
 
 struct ShmTransport::Control {
   alignas(kLine) std::atomic<std::uint32_t> arrived;
-  alignas(kLine) std::atomic<std::uint32_t> reduced;
   alignas(kLine) std::atomic<std::uint32_t> consumed;
+  alignas(kLine) std::atomic<std::uint32_t> chunk_arrived;   // exported (or, for a root, wrote) this chunk
+  alignas(kLine) std::atomic<std::uint32_t> chunk_reduced;   // its shard of this chunk is in its ring
+  alignas(kLine) std::atomic<std::uint32_t> chunk_consumed;  // done reading every peer's ring for it
   alignas(kLine) std::atomic<std::uint32_t> sleepers;  // peers asleep on one of this rank's counters
   alignas(kLine) SharedHeader header[2];
 };
@@ -97,7 +135,10 @@ struct ShmTransport::Control {
 namespace {
 std::size_t controls_offset() { return round_up(sizeof(SegmentHeader), kPage); }
 std::size_t slots_offset(int n) { return round_up(controls_offset() + sizeof(ShmTransport::Control) * n, kPage); }
-std::size_t segment_bytes(int n, std::size_t slot_bytes) { return slots_offset(n) + 2 * slot_bytes * n; }
+std::size_t ring_offset(int n, std::size_t slot_bytes) { return slots_offset(n) + 2 * slot_bytes * n; }
+std::size_t segment_bytes(int n, std::size_t slot_bytes) {
+  return ring_offset(n, slot_bytes) + ShmTransport::kRingDepth * slot_bytes * n;
+}
 }  // namespace
 
 std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, std::size_t slot_bytes, std::string* why_not) {
@@ -184,8 +225,20 @@ char* ShmTransport::slot(int rank, std::uint32_t round) const {
   return static_cast<char*>(base_) + slots_offset(world_.size) + slot_bytes_ * (2 * rank + (round & 1));
 }
 
-void ShmTransport::publish(std::atomic<std::uint32_t>& counter) {
-  counter.store(round_, std::memory_order_seq_cst);
+char* ShmTransport::ring(int rank, std::uint32_t chunk) const {
+  return static_cast<char*>(base_) + ring_offset(world_.size, slot_bytes_) +
+         slot_bytes_ * (static_cast<std::size_t>(kRingDepth) * rank + chunk % kRingDepth);
+}
+
+std::size_t ShmTransport::chunk_bytes(std::size_t bytes) const {
+  // About 8 chunks per message so the steps overlap, but at least 16 KiB so the three counter
+  // updates per chunk stay cheap against the copying, and at most a ring chunk.
+  std::size_t chunk = round_up(std::max<std::size_t>(bytes / 8, 16 * 1024), kLine);
+  return std::min(chunk, slot_bytes_);
+}
+
+void ShmTransport::publish(std::atomic<std::uint32_t>& counter, std::uint32_t value) {
+  counter.store(value, std::memory_order_seq_cst);
   if (control(world_.rank).sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(&counter);
 }
 
@@ -232,6 +285,16 @@ void ShmTransport::begin_round(const OpHeader& header, bool first) {
     h = {header.seq, header.count, static_cast<std::uint32_t>(header.kind), static_cast<std::uint32_t>(header.dtype),
          static_cast<std::uint32_t>(header.op), header.root};
   }
+}
+
+void ShmTransport::begin_streamed(const OpHeader& header) {
+  begin_round(header, true);
+  publish(control(world_.rank).arrived);
+}
+
+void ShmTransport::reserve_ring(std::uint32_t chunk, const char* what) {
+  // Ring chunk `chunk` last held chunk - kRingDepth; every peer must be done reading it.
+  wait_all(&Control::chunk_consumed, chunk - kRingDepth, what);
 }
 
 void ShmTransport::check_headers(const OpHeader& header) {
@@ -283,63 +346,121 @@ void ShmTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
   const int n = world_.size, r = world_.rank;
   Control& me = control(r);
   const std::size_t esize = dtype_size(header.dtype);
-  const std::size_t per_round = slot_bytes_ / esize;
-  for (std::size_t begin = 0; begin < header.count; begin += per_round) {
-    const std::size_t m = std::min(per_round, header.count - begin);
-    const char* in = send + begin * esize;
-    char* out = recv + begin * esize;
-    begin_round(header, begin == 0);
-    char* mine = slot(r, round_);
-    // 1. Export the parts of my input that the other ranks reduce.
-    for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
-      Range s = shard(m, esize, n, p);
-      std::memcpy(mine + s.begin * esize, in + s.begin * esize, s.size * esize);
+  const std::size_t per_chunk = chunk_bytes(bytes) / esize;
+  const std::size_t chunks = (header.count + per_chunk - 1) / per_chunk;
+  const bool stream = bytes >= kStreamMinBytes;
+  begin_streamed(header);
+  const std::uint32_t first = chunk_ + 1;
+  chunk_ += static_cast<std::uint32_t>(chunks);
+  auto elements = [&](std::size_t k) { return std::min(per_chunk, header.count - k * per_chunk); };
+
+  // Step s: export chunk s, reduce chunk s-1, collect chunk s-2 (see the header).
+  for (std::size_t step = 0; step < chunks + 2; ++step) {
+    if (step < chunks) {
+      const std::size_t k = step, m = elements(k);
+      const std::uint32_t g = first + static_cast<std::uint32_t>(k);
+      const char* in = send + k * per_chunk * esize;
+      reserve_ring(g, "allreduce");
+      char* mine = ring(r, g);
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        Range s = shard(m, esize, n, p);
+        std::memcpy(mine + s.begin * esize, in + s.begin * esize, s.size * esize);
+      }
+      publish(me.chunk_arrived, g);
+      if (step == 0) {
+        wait_all(&Control::arrived, round_, "allreduce");
+        check_headers(header);
+      }
     }
-    publish(me.arrived);
-    wait_all(&Control::arrived, round_, "allreduce");
-    if (begin == 0) check_headers(header);
-    // 2. Reduce my shard, in rank order, into my slot.
-    Range own = shard(m, esize, n, r);
-    if (own.size > 0) {
-      const std::size_t at = own.begin * esize;
-      auto source = [&](int p) -> const char* { return p == r ? in + at : slot(p, round_) + at; };
-      reduce(mine + at, source(0), source(1), own.size, header.dtype, header.op);
-      for (int p = 2; p < n; ++p) reduce(mine + at, mine + at, source(p), own.size, header.dtype, header.op);
-      if (header.op == RINGRUN_AVERAGE) finish_average(mine + at, own.size, header.dtype, n);
+    if (step >= 1 && step - 1 < chunks) {
+      const std::size_t k = step - 1, m = elements(k);
+      const std::uint32_t g = first + static_cast<std::uint32_t>(k);
+      const std::size_t offset = k * per_chunk * esize;
+      wait_all(&Control::chunk_arrived, g, "allreduce");
+      Range own = shard(m, esize, n, r);
+      if (own.size > 0) {
+        const std::size_t at = own.begin * esize;
+        char* mine = ring(r, g) + at;
+        auto source = [&](int p) -> const char* { return p == r ? send + offset + at : ring(p, g) + at; };
+        reduce(mine, source(0), source(1), own.size, header.dtype, header.op);
+        for (int p = 2; p < n; ++p) reduce(mine, mine, source(p), own.size, header.dtype, header.op);
+        if (header.op == RINGRUN_AVERAGE) finish_average(mine, own.size, header.dtype, n);
+        copy_out(recv + offset + at, mine, own.size * esize, stream);
+      }
+      publish(me.chunk_reduced, g);
     }
-    publish(me.reduced);
-    wait_all(&Control::reduced, round_, "allreduce");
-    // 3. Collect every shard from its owner's slot.
-    for (int p = 0; p < n; ++p) {
-      Range s = shard(m, esize, n, p);
-      std::memcpy(out + s.begin * esize, slot(p, round_) + s.begin * esize, s.size * esize);
+    if (step >= 2) {
+      const std::size_t k = step - 2, m = elements(k);
+      const std::uint32_t g = first + static_cast<std::uint32_t>(k);
+      const std::size_t offset = k * per_chunk * esize;
+      wait_all(&Control::chunk_reduced, g, "allreduce");
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        Range s = shard(m, esize, n, p);
+        copy_out(recv + offset + s.begin * esize, ring(p, g) + s.begin * esize, s.size * esize, stream);
+      }
+      publish(me.chunk_consumed, g);
     }
-    publish(me.consumed);
   }
+  if (stream) stream_fence();
+  publish(me.consumed);
 }
 
 void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   auto* buf = static_cast<char*>(buf_ptr);
   const std::size_t bytes = header.bytes();
-  Control& me = control(world_.rank);
-  std::size_t begin = 0;
-  do {
-    const std::size_t chunk = std::min(slot_bytes_, bytes - begin);
-    begin_round(header, begin == 0);
-    if (world_.rank == header.root) std::memcpy(slot(world_.rank, round_), buf + begin, chunk);
-    publish(me.arrived);
-    // Everyone waits for everyone (not only the root) so that a mismatch is seen on every rank.
-    if (begin == 0) {
+  const int r = world_.rank, root = header.root;
+  Control& me = control(r);
+  if (bytes <= kDirectMaxBytes) {
+    // One round per slot: the latency path.
+    std::size_t begin = 0;
+    do {
+      const std::size_t chunk = std::min(slot_bytes_, bytes - begin);
+      begin_round(header, begin == 0);
+      if (r == root) std::memcpy(slot(r, round_), buf + begin, chunk);
+      publish(me.arrived);
+      // Everyone waits for everyone (not only the root) so that a mismatch is seen on every rank.
+      if (begin == 0) {
+        wait_all(&Control::arrived, round_, "broadcast");
+        check_headers(header);
+      } else if (r != root) {
+        wait(root, control(root).arrived, round_, "broadcast");
+      }
+      if (r != root) std::memcpy(buf + begin, slot(root, round_), chunk);
+      publish(me.consumed);
+      begin += chunk;
+    } while (begin < bytes);
+    return;
+  }
+  // Streamed: the root fills ring chunks while the others copy the previous ones out.
+  const std::size_t size = chunk_bytes(bytes);
+  const std::size_t chunks = (bytes + size - 1) / size;
+  const bool stream = bytes >= kStreamMinBytes;
+  begin_streamed(header);
+  const std::uint32_t first = chunk_ + 1;
+  chunk_ += static_cast<std::uint32_t>(chunks);
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const std::uint32_t g = first + static_cast<std::uint32_t>(k);
+    const std::size_t begin = k * size, length = std::min(size, bytes - begin);
+    if (r == root) {
+      reserve_ring(g, "broadcast");
+      std::memcpy(ring(r, g), buf + begin, length);
+      publish(me.chunk_arrived, g);
+    }
+    if (k == 0) {
       wait_all(&Control::arrived, round_, "broadcast");
       check_headers(header);
-    } else if (world_.rank != header.root) {
-      wait(header.root, control(header.root).arrived, round_, "broadcast");
     }
-    if (world_.rank != header.root) std::memcpy(buf + begin, slot(header.root, round_), chunk);
-    publish(me.consumed);
-    begin += chunk;
-  } while (begin < bytes);
+    if (r != root) {
+      wait(root, control(root).chunk_arrived, g, "broadcast");
+      copy_out(buf + begin, ring(root, g), length, stream);
+      publish(me.chunk_consumed, g);
+    }
+  }
+  if (r == root) publish(me.chunk_consumed, chunk_);
+  if (stream) stream_fence();
+  publish(me.consumed);
 }
 
 void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
@@ -348,18 +469,54 @@ void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void*
   const std::size_t block = header.bytes();
   const int n = world_.size, r = world_.rank;
   Control& me = control(r);
-  std::size_t begin = 0;
-  do {
-    const std::size_t chunk = std::min(slot_bytes_, block - begin);
-    begin_round(header, begin == 0);
-    std::memcpy(slot(r, round_), send + begin, chunk);
-    publish(me.arrived);
-    wait_all(&Control::arrived, round_, "allgather");
-    if (begin == 0) check_headers(header);
-    for (int p = 0; p < n; ++p) std::memcpy(recv + block * p + begin, slot(p, round_), chunk);
-    publish(me.consumed);
-    begin += chunk;
-  } while (begin < block);
+  if (block <= kDirectMaxBytes) {
+    std::size_t begin = 0;
+    do {
+      const std::size_t chunk = std::min(slot_bytes_, block - begin);
+      begin_round(header, begin == 0);
+      std::memcpy(slot(r, round_), send + begin, chunk);
+      publish(me.arrived);
+      wait_all(&Control::arrived, round_, "allgather");
+      if (begin == 0) check_headers(header);
+      for (int p = 0; p < n; ++p) std::memcpy(recv + block * p + begin, slot(p, round_), chunk);
+      publish(me.consumed);
+      begin += chunk;
+    } while (begin < block);
+    return;
+  }
+  // Streamed: export chunk s of my block while collecting chunk s-1 of everyone's.
+  const std::size_t size = chunk_bytes(block);
+  const std::size_t chunks = (block + size - 1) / size;
+  const bool stream = block * n >= kStreamMinBytes;
+  begin_streamed(header);
+  const std::uint32_t first = chunk_ + 1;
+  chunk_ += static_cast<std::uint32_t>(chunks);
+  for (std::size_t step = 0; step < chunks + 1; ++step) {
+    if (step < chunks) {
+      const std::uint32_t g = first + static_cast<std::uint32_t>(step);
+      const std::size_t begin = step * size, length = std::min(size, block - begin);
+      reserve_ring(g, "allgather");
+      std::memcpy(ring(r, g), send + begin, length);
+      publish(me.chunk_arrived, g);
+      // My own block straight from send (it is in cache now); nothing to do when gathering in place.
+      char* own = recv + block * r + begin;
+      if (own != send + begin) copy_out(own, send + begin, length, stream);
+      if (step == 0) {
+        wait_all(&Control::arrived, round_, "allgather");
+        check_headers(header);
+      }
+    }
+    if (step >= 1) {
+      const std::uint32_t g = first + static_cast<std::uint32_t>(step - 1);
+      const std::size_t begin = (step - 1) * size, length = std::min(size, block - begin);
+      wait_all(&Control::chunk_arrived, g, "allgather");
+      for (int p = 0; p < n; ++p)
+        if (p != r) copy_out(recv + block * p + begin, ring(p, g), length, stream);
+      publish(me.chunk_consumed, g);
+    }
+  }
+  if (stream) stream_fence();
+  publish(me.consumed);
 }
 
 }  // namespace ringrun::core

@@ -1,12 +1,20 @@
 // Collectives through one POSIX shared-memory segment when every rank is on this host.
 //
 // Each rank owns two slots (double buffering by round parity) of slot_bytes in the segment, and
-// counters that only it writes: arrived, reduced, consumed (the last round number it reached in
-// each phase). A large allreduce runs in rounds of slot_bytes; in each round every rank copies the
-// parts of its input that the others own into its slot, reduces its own shard directly from the
-// peers' slots (in rank order, so results do not depend on who reduces), and copies every shard's
-// result out of its owner's slot. Small allreduces (the latency path) copy the whole input into
-// the slot and every rank reduces everything, in one synchronisation. Waiting spins briefly, then
+// counters that only it writes: arrived, consumed (the last round number it reached). Every
+// collective is one round: it publishes its header with arrived, so mismatches are seen before any
+// data moves. Small allreduces (the latency path) copy the whole input into the slot and every
+// rank reduces everything, in one synchronisation.
+//
+// Larger collectives stream through a ring of kRingDepth chunks of up to slot_bytes per rank, with
+// per-chunk counters (chunk_arrived, chunk_reduced, chunk_consumed: global chunk numbers that keep
+// counting across calls) instead of a barrier per phase. For an allreduce, step s of each rank
+// exports chunk s (the parts of its input that the others own), reduces its own shard of chunk s-1
+// from its input and the peers' ring chunks (in rank order, so results do not depend on who
+// reduces) into its ring chunk and its output, and copies the others' results of chunk s-2 out of
+// their ring chunks. Each wait is on what a peer did a step earlier, so ranks rarely block; the
+// ring is small enough to stay in cache, so only the user's buffers touch DRAM, and large outputs
+// are written with non-temporal stores. Waiting spins briefly, then
 // yields, then sleeps on a futex with a short timeout during which it checks the TCP mesh, so a
 // peer that dies is reported within milliseconds and oversubscribed ranks do not burn the CPUs.
 #pragma once
@@ -27,6 +35,10 @@ class ShmTransport final : public Transport {
   static constexpr std::size_t kDefaultSlotBytes = 256 * 1024;
   // Allreduces up to this size (and up to one slot) take the latency path.
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
+  // Chunks in flight per rank; the schedule needs at least 3 (export, reduce, collect).
+  static constexpr std::uint32_t kRingDepth = 4;
+  // Outputs of at least this many bytes are written with non-temporal stores (past the caches).
+  static constexpr std::size_t kStreamMinBytes = 8 * 1024 * 1024;
 
   // Collective over every rank of mesh.world() (all on one host). Returns null, with the reason
   // in *why_not, when any rank cannot create or map the segment (then every rank gets null).
@@ -45,9 +57,16 @@ class ShmTransport final : public Transport {
   ShmTransport(TcpMesh& mesh, void* base, std::size_t bytes, std::size_t slot_bytes);
   Control& control(int rank) const;
   char* slot(int rank, std::uint32_t round) const;
+  char* ring(int rank, std::uint32_t chunk) const;
+  std::size_t chunk_bytes(std::size_t bytes) const;
   // Round protocol helpers.
   void begin_round(const OpHeader& header, bool first);  // waits until own slot may be rewritten
-  void publish(std::atomic<std::uint32_t>& counter);
+  void publish(std::atomic<std::uint32_t>& counter) { publish(counter, round_); }
+  void publish(std::atomic<std::uint32_t>& counter, std::uint32_t value);
+  // Starts a streamed collective: one round whose arrived carries the header, checked before any
+  // chunk is used (a rank may already have exported into its own ring chunks).
+  void begin_streamed(const OpHeader& header);
+  void reserve_ring(std::uint32_t chunk, const char* what);  // waits until ring(me, chunk) is free
   void wait_all(std::atomic<std::uint32_t> Control::*counter, std::uint32_t target, const char* what);
   void wait(int peer, std::atomic<std::uint32_t>& counter, std::uint32_t target, const char* what);
   void check_headers(const OpHeader& header);
@@ -59,6 +78,7 @@ class ShmTransport final : public Transport {
   std::size_t bytes_;
   std::size_t slot_bytes_;
   std::uint32_t round_ = 0;  // last round started; every rank runs the same rounds
+  std::uint32_t chunk_ = 0;  // last ring chunk used; every rank runs the same chunks
 };
 
 }  // namespace ringrun::core
