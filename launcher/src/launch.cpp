@@ -2,6 +2,7 @@
 
 #include "backend.hpp"
 #include "diagnostics.hpp"
+#include "interface_probe.hpp"
 
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>
@@ -225,6 +226,18 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     };
   }
 
+  // Several hosts: the interface all of them share, from one probe step over the nodes (not in a
+  // dry run, which starts nothing; not for a job named by --jobid, whose nodes srun cannot reach
+  // from here without it).
+  if (!options.network_interface && !inv.dry_run && options.launcher != LauncherKind::local &&
+      alloc.hosts.size() > 1 && alloc.source != AllocationSource::slurm_job) {
+    std::vector<std::string> names;
+    for (const auto& h : alloc.hosts) names.push_back(h.name);
+    auto shared = netprobe::probe_shared_interface(names, alloc.source == AllocationSource::slurm_env, env, inv.verbose);
+    if (inv.verbose && shared.name) std::cerr << fmt::format("ringrun: network interface {}: {}\n", *shared.name, shared.reason);
+    options.network_interface = shared.name;
+  }
+
   std::unique_ptr<Backend> backend = make_backend(options.launcher);
   if (options.launcher == LauncherKind::srun) options.srun_mpi_plugins = srun_mpi_plugins(env);
   // The rendezvous store lives in ringrun for the whole job; a dry run only names a port.
@@ -236,19 +249,25 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     store = std::make_unique<store::Server>(single_local ? "127.0.0.1" : "0.0.0.0", 0, in.job_secret);
     store_port = store->port();
   }
-  in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : self, store_port);
+  // Ranks on other nodes reach the store at this host's address on the chosen interface (a name
+  // need not resolve there); without one, at this host's name.
+  std::optional<std::string> store_ip;
+  if (!single_local && options.network_interface) store_ip = netprobe::local_ipv4_of(*options.network_interface);
+  in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : store_ip.value_or(self), store_port);
 
   Plan plan = make_plan(in, options);
   plan.launcher = options.launcher;
   plan.command = backend->command(plan, options, env);
 
   if (inv.dry_run) {
+    if (!inv.json) std::cout << "command: " << netprobe::shell_words(plan.command) << '\n';
     std::cout << (inv.json ? plan_to_json(plan) : plan_to_table(plan)) << std::flush;
     return 0;
   }
   if (inv.verbose) {
     std::cerr << fmt::format("ringrun: {} ranks on {} host(s) with the {} launcher\n", plan.world_size,
                              plan.hosts.size(), to_string(plan.launcher))
+              << "ringrun: command: " << netprobe::shell_words(plan.command) << '\n'
               << plan_to_table(plan);
   }
   std::vector<ProcessSpec> processes = backend->processes(plan, env);

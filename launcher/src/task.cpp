@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -141,6 +142,12 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
       throw InputError(fmt::format("ringrun task: rank {}: cannot bind to cpus {}: {}", id.rank,
                                    topology::format_cpulist(slot.cpus), std::strerror(errno)));
   }
+  // The program starts with no signal blocked. Under srun the tasks inherit the mask of the srun
+  // that ringrun's supervisor started (SIGUSR1/SIGUSR2/SIGTERM... blocked); a rank's
+  // `trap ... USR1` (the preemptible template's checkpoint) would never run.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   std::vector<char*> argv;
   for (const auto& a : program) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
