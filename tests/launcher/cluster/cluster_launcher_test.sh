@@ -1,0 +1,288 @@
+#!/bin/bash
+# ringrun on the real test cluster (scripts/test-cluster): sbatch jobs whose batch script runs
+# ringrun, checked from the job's output and Slurm's record of it. Each case brings up a cluster
+# of its own (namespace prefix and directory) and takes it down on exit. Exit 77 (ctest SKIP)
+# without root, network namespaces or Slurm.
+#   cluster_launcher_test.sh BUILD_DIR CASE
+#   CASE: srun_env | mpirun_env | failure_scancel | allreduce | templates
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+CLUSTER=$ROOT/scripts/test-cluster
+BUILD=$(cd "${1:?usage: cluster_launcher_test.sh BUILD_DIR CASE}" && pwd)
+CASE=${2:?usage: cluster_launcher_test.sh BUILD_DIR CASE}
+RINGRUN=$BUILD/bin/ringrun
+TRAIN=$BUILD/bin/ringrun-example-train
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+[[ $(id -u) -eq 0 ]] || skip "needs root for network namespaces"
+ip netns list >/dev/null 2>&1 || skip "'ip netns' is unavailable"
+for tool in slurmctld slurmd munged srun sbatch nsenter unshare; do
+  command -v "$tool" >/dev/null || skip "$tool is not installed"
+done
+[[ -x $RINGRUN ]] || { echo "FAIL: $RINGRUN is not built" >&2; exit 1; }
+
+declare -A prefixes=([srun_env]=rrl1 [mpirun_env]=rrl2 [failure_scancel]=rrl3 [allreduce]=rrl4 [templates]=rrl5)
+[[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
+RINGRUN_CLUSTER_DIR=$(mktemp -d /tmp/ringrun-cluster-$CASE.XXXXXX)
+export RINGRUN_CLUSTER_DIR RINGRUN_CLUSTER_PREFIX=${prefixes[$CASE]}
+# Job files (scripts, outputs, checkpoints) on the shared filesystem: the same path on every node.
+OUT=$(mktemp -d /tmp/ringrun-cluster-out-$CASE.XXXXXX)
+chmod 0755 "$OUT"
+cleanup() {
+  "$CLUSTER" down >/dev/null || echo "cleanup: test-cluster down failed" >&2
+  rm -rf "$RINGRUN_CLUSTER_DIR" "$OUT"
+}
+trap cleanup EXIT
+
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+run() { "$CLUSTER" run -- "$@"; }
+
+# submit OPTIONS... SCRIPT: the job id. Output (stdout and stderr) in $OUT/job-ID.out.
+submit() { (cd "$OUT" && run sbatch --parsable --chdir="$OUT" --output="$OUT/job-%j.out" "$@"); }
+
+# Polls squeue (sbatch --wait backs off to 32 s) until the job has left it; then its state and
+# exit code as "STATE RC:SIG" from scontrol (MinJobAge keeps finished jobs there).
+wait_done() {
+  local job=$1 limit=${2:-60} deadline
+  deadline=$((SECONDS + limit))
+  while [[ -n $(run squeue -h -j "$job" -o %T 2>/dev/null) ]]; do
+    if ((SECONDS >= deadline)); then
+      fail "job $job still in squeue after $limit s"
+      run scancel "$job" || true
+      break
+    fi
+    sleep 0.1
+  done
+  run scontrol show job -o "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*ExitCode=\([0-9:]*\).*/\1 \2/p'
+}
+
+wait_running() {
+  local job=$1 deadline=$((SECONDS + 30))
+  until [[ $(run squeue -h -j "$job" -o %T) == RUNNING ]]; do
+    ((SECONDS < deadline)) || { fail "job $job not RUNNING after 30 s"; return 1; }
+    sleep 0.1
+  done
+}
+
+job_script() { # NAME LINES...: an executable batch script in $OUT
+  local f=$OUT/$1
+  shift
+  { echo '#!/bin/bash'; printf '%s\n' "$@"; } >"$f"
+  chmod +x "$f"
+  echo "$f"
+}
+
+# The ENV line of rank R from a job output: "field=value ..." (see print_env.sh).
+env_line() { sed -n "s/^\[$2\]<stdout>:ENV //p" "$1"; }
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+
+# Checks every rank's variables in OUTPUT (N nodes x PER ranks); GPUs: the rank's entry of LIST
+# (the GPUs the job was given on each node, in order), never its raw local rank.
+check_ranks() {
+  local output=$1 nodes=$2 per=$3 gpu_list=$4 launcher=$5
+  local size=$((nodes * per)) r line gpus
+  IFS=, read -r -a gpus <<<"$gpu_list"
+  [[ $(grep -c '<stdout>:ENV ' "$output") -eq $size ]] ||
+    fail "$launcher: $(grep -c '<stdout>:ENV ' "$output") ENV lines, want $size"
+  for ((r = 0; r < size; r++)); do
+    line=$(env_line "$output" "$r")
+    [[ -n $line ]] || { fail "$launcher: no output from rank $r"; continue; }
+    local node=n$((r / per + 1)) local_rank=$((r % per))
+    local -A want=([host]=$node [hostname]=$node [rank]=$r [size]=$size [local_rank]=$local_rank
+      [local_size]=$per [cross_rank]=$((r / per)) [cross_size]=$nodes [RANK]=$r [WORLD_SIZE]=$size
+      [LOCAL_RANK]=$local_rank [LOCAL_WORLD_SIZE]=$per [GROUP_RANK]=$((r / per)) [MASTER_ADDR]=n1
+      [cvd]=${gpus[local_rank]} [ifname]=eth0 [nccl_ifname]==eth0)
+    local k
+    for k in "${!want[@]}"; do
+      [[ $(field "$line" "$k") == "${want[$k]}" ]] || fail "$launcher rank $r: $k='$(field "$line" "$k")', want '${want[$k]}'"
+    done
+    [[ $(field "$line" MASTER_PORT) =~ ^[0-9]+$ ]] || fail "$launcher rank $r: MASTER_PORT='$(field "$line" MASTER_PORT)'"
+    # The store at n1's address on the chosen interface (ringrun runs on n1, the batch host).
+    [[ $(field "$line" store) =~ ^10\.77\.0\.1:[0-9]+$ ]] || fail "$launcher rank $r: store='$(field "$line" store)', want 10.77.0.1:PORT"
+    if [[ $launcher == mpirun ]]; then
+      [[ $(field "$line" ompi_rank) == "$r" ]] || fail "mpirun rank $r: OMPI_COMM_WORLD_RANK='$(field "$line" ompi_rank)'"
+    fi
+  done
+}
+
+# A job that holds GPUs 0,1 of every node, so the job under test gets 2,3: CUDA_VISIBLE_DEVICES
+# must then be 2 and 3, which a raw local rank (0, 1) would not give.
+hold_gpus() {
+  local job
+  job=$(submit -N4 --ntasks-per-node=1 --gpus-per-node=2 --job-name=holder --wrap 'sleep 600')
+  wait_running "$job"
+}
+
+# Runs ringrun with LAUNCHER_ARGS under sbatch -N4 --ntasks-per-node=2 --gpus-per-node=2 and
+# checks every rank, the launcher's argv in --verbose and --dry-run, and the interface choice.
+env_case() {
+  local launcher=$1
+  shift
+  hold_gpus
+  local script job state out
+  script=$(job_script env.sh \
+    "'$RINGRUN' --dry-run $* -- '$HERE/print_env.sh' || exit 9" \
+    "exec '$RINGRUN' --verbose $* -- '$HERE/print_env.sh'")
+  job=$(submit -N4 --ntasks-per-node=2 --gpus-per-node=2 "$script")
+  state=$(wait_done "$job" 120)
+  out=$OUT/job-$job.out
+  [[ $state == "COMPLETED 0:0" ]] || fail "$launcher job $job: '$state', want 'COMPLETED 0:0'"
+  check_ranks "$out" 4 2 2,3 "$launcher"
+  grep -q "^ringrun: 8 ranks on 4 host(s) with the $launcher launcher" "$out" ||
+    fail "$launcher: --verbose does not say 'with the $launcher launcher'"
+  local verbose_cmd dry_cmd
+  verbose_cmd=$(sed -n 's/^ringrun: command: //p' "$out")
+  dry_cmd=$(sed -n 's/^command: //p' "$out")
+  [[ $verbose_cmd == "$launcher "* ]] || fail "$launcher: --verbose argv '$verbose_cmd'"
+  [[ $dry_cmd == "$launcher "* ]] || fail "$launcher: --dry-run argv '$dry_cmd'"
+  [[ $verbose_cmd == *" $RINGRUN task -- $HERE/print_env.sh" ]] || fail "$launcher: argv does not end in the task shim: '$verbose_cmd'"
+  if [[ $launcher == srun ]]; then
+    local want
+    for want in --ntasks=8 --nodes=4 --distribution=block --kill-on-bad-exit=1 --cpu-bind=none --nodelist=n1,n2,n3,n4; do
+      [[ " $verbose_cmd " == *" $want "* ]] || fail "srun argv lacks $want: '$verbose_cmd'"
+    done
+    if run srun --mpi=list 2>&1 | grep -qw pmix; then
+      [[ " $verbose_cmd " == *" --mpi=pmix "* ]] || fail "srun offers pmix but the argv lacks --mpi=pmix: '$verbose_cmd'"
+      [[ $(field "$(env_line "$out" 5)" mpi_type) == pmix ]] || fail "srun: rank 5 SLURM_MPI_TYPE is not pmix"
+    fi
+  else
+    [[ " $verbose_cmd " == *" -np 8 -H n1:2,n2:2,n3:2,n4:2 --bind-to none --map-by slot "* ]] ||
+      fail "mpirun argv: '$verbose_cmd'"
+    [[ " $verbose_cmd " != *"RINGRUN_JOB_SECRET="* ]] || fail "mpirun argv carries the job secret's value"
+  fi
+  grep -q "^ringrun: interface probe: srun .*--ntasks-per-node=1 .* task --probe-interfaces$" "$out" ||
+    fail "$launcher: --verbose does not show the interface probe step"
+  grep -q "^ringrun: network interface eth0: up on all 4 nodes, every node's address in one subnet 10.77.0.0/24" "$out" ||
+    fail "$launcher: --verbose does not give the interface choice and its reason"
+}
+
+case_srun_env() { env_case srun; }
+case_mpirun_env() { env_case mpirun --launcher mpirun; }
+
+case_failure_scancel() {
+  local script job state out
+  # 1. Rank 3 exits 3: the job fails with ringrun's summary line and a non-zero exit.
+  script=$(job_script fail.sh "export FAIL_RANK=3" "exec '$RINGRUN' -- '$HERE/print_env.sh'")
+  job=$(submit -N4 --ntasks-per-node=2 "$script")
+  state=$(wait_done "$job" 60)
+  out=$OUT/job-$job.out
+  [[ $state == "FAILED 3:0" ]] || fail "failing rank: job $job '$state', want 'FAILED 3:0'"
+  grep -q '^\[3\]<stdout>:rank 3 fails on purpose' "$out" || fail "failing rank: no output from rank 3"
+  grep -q '^ringrun: srun exited with code 3; the failing rank is named in its output above' "$out" ||
+    fail "failing rank: no ringrun summary line"
+  grep -q 'task 3: Exited with exit code 3' "$out" || fail "failing rank: srun does not name task 3"
+
+  # 2. scancel of a running job leaves no rank behind on any node.
+  cp "$HERE/print_env.sh" "$OUT/sleeper.sh"
+  script=$(job_script sleep.sh "export SLEEP=600" "exec '$RINGRUN' -- '$OUT/sleeper.sh'")
+  job=$(submit -N4 --ntasks-per-node=2 "$script")
+  wait_running "$job"
+  local deadline=$((SECONDS + 30)) n=0
+  count_ranks() { pgrep -f "$OUT/sleeper.sh" | wc -l; }
+  until (($(count_ranks) >= 8)); do
+    ((SECONDS < deadline)) || { fail "scancel: only $(count_ranks) of 8 ranks started in 30 s"; break; }
+    sleep 0.1
+  done
+  # The ranks run in the nodes' namespaces (not on this host's network).
+  local pid nets=""
+  for pid in $(pgrep -f "$OUT/sleeper.sh"); do
+    nets+=$(readlink "/proc/$pid/ns/net" 2>/dev/null)" "
+  done
+  local n1net
+  n1net=$(readlink /proc/self/ns/net)
+  [[ $nets != *"$n1net"* ]] || fail "scancel: a rank runs in the test's own network namespace"
+  run scancel "$job"
+  state=$(wait_done "$job" 60)
+  [[ $state == CANCELLED* ]] || fail "scancel: job $job '$state', want CANCELLED"
+  deadline=$((SECONDS + 15))
+  while (($(count_ranks) > 0)); do
+    if ((SECONDS >= deadline)); then
+      fail "scancel: ranks left behind 15 s after the job ended: $(pgrep -af "$OUT/sleeper.sh" | tr '\n' ';')"
+      break
+    fi
+    sleep 0.1
+  done
+  n=$(pgrep -f "$RINGRUN task" | xargs -r -I{} sh -c 'tr "\0" " " </proc/{}/cmdline; echo' | grep -c "$OUT" || true)
+  ((n == 0)) || fail "scancel: $n task shims left behind"
+}
+
+case_allreduce() {
+  [[ -x $TRAIN ]] || { fail "$TRAIN is not built"; return; }
+  local local_sum cluster_sum script job state out
+  local_sum=$("$RINGRUN" -np 1 -- "$TRAIN" | sed -n 's/.*final ranks 1 weights checksum //p')
+  [[ -n $local_sum ]] || { fail "ringrun -np 1 $TRAIN printed no checksum"; return; }
+  script=$(job_script train.sh "exec '$RINGRUN' -- '$TRAIN'")
+  job=$(submit -N4 --ntasks-per-node=2 "$script")
+  state=$(wait_done "$job" 180)
+  out=$OUT/job-$job.out
+  [[ $state == "COMPLETED 0:0" ]] || fail "train job $job: '$state'"
+  cluster_sum=$(sed -n 's/.*final ranks 8 weights checksum //p' "$out")
+  [[ $cluster_sum == "$local_sum" ]] || fail "checksum 4 nodes x 2 ranks '$cluster_sum', ringrun -np 1 locally '$local_sum'"
+  echo "allreduce: checksum $cluster_sum on 8 ranks over 4 namespace hosts, $local_sum with -np 1"
+}
+
+case_templates() {
+  local name job state out script
+  export PATH=$BUILD/bin:$PATH # the templates call 'ringrun'
+  for name in single-node multi-node-srun multi-node-mpirun; do
+    local nodes=2 gpn=2
+    [[ $name == single-node ]] && nodes=1 gpn=4
+    script=$OUT/$name.sbatch
+    "$RINGRUN" template "$name" --nodes "$nodes" --gpus-per-node "$gpn" -- "$HERE/print_env.sh" >"$script"
+    grep -q "^#SBATCH --nodes=$nodes$" "$script" || fail "template $name: no '#SBATCH --nodes=$nodes'"
+    job=$(submit "$script")
+    state=$(wait_done "$job" 120)
+    out=$OUT/job-$job.out
+    [[ $state == "COMPLETED 0:0" ]] || fail "template $name: job $job '$state'"
+    local launcher=srun
+    [[ $name == multi-node-mpirun ]] && launcher=mpirun
+    local gpus=0,1,2,3
+    ((gpn == 2)) && gpus=0,1
+    check_ranks "$out" "$nodes" "$gpn" "$gpus" "template $name ($launcher)"
+  done
+
+  # preemptible: USR1 to the batch script -> ringrun -> every rank checkpoints and exits; the
+  # script requeues the job; the next run resumes from the checkpoints and completes.
+  script=$OUT/preemptible.sbatch
+  "$RINGRUN" template preemptible --nodes 2 --gpus-per-node 2 -- "$HERE/preempt_prog.sh" >"$script"
+  job=$(submit "$script")
+  wait_running "$job"
+  local ckdir=$OUT/checkpoints/$job deadline=$((SECONDS + 30))
+  until (($(find "$ckdir" -name 'started-*' 2>/dev/null | wc -l) == 4)); do
+    ((SECONDS < deadline)) || { fail "preemptible: ranks did not start in 30 s"; break; }
+    sleep 0.1
+  done
+  run scancel --signal=USR1 --batch "$job"
+  # The requeued job waits for Slurm's credential expiry (about 25 s here) before it runs again.
+  state=$(wait_done "$job" 150)
+  out=$OUT/job-$job.out
+  [[ $state == "COMPLETED 0:0" ]] || fail "preemptible: job $job '$state', want 'COMPLETED 0:0'"
+  [[ $(grep -c '<stdout>:checkpointed rank' "$out") -eq 4 ]] || fail "preemptible: not every rank checkpointed on USR1"
+  [[ $(grep -c '<stdout>:resumed rank .* from epoch 1 restart 1' "$out") -eq 4 ]] ||
+    fail "preemptible: not every rank resumed after the requeue"
+  grep -q "requeueing job $job" "$out" || fail "preemptible: the script did not requeue"
+}
+
+"$CLUSTER" up >/dev/null
+start=$SECONDS
+"case_$CASE"
+echo "cluster_launcher $CASE: $((SECONDS - start)) s of jobs"
+if ((failures > 0)); then
+  for f in "$OUT"/job-*.out; do
+    [[ -e $f ]] || continue
+    echo "--- $f ---" >&2
+    head -60 "$f" >&2
+  done
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "cluster_launcher $CASE: all checks passed"
