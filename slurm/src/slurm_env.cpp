@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <limits>
 
 #include "ringrun/slurm.hpp"
 
@@ -48,7 +49,13 @@ std::vector<std::string> split_ids(std::string_view text) {
   return ids;
 }
 
-std::vector<std::string> count_ids(int n) {
+// More GPUs than this on one node is a malformed value, not a machine (the largest nodes have 16).
+constexpr long long kMaxGpusPerNode = 4096;
+
+// The ids 0..n-1 of n GPUs counted by `what` (a one-line description for the error).
+std::vector<std::string> count_ids(long long n, std::string_view what) {
+  if (n > kMaxGpusPerNode)
+    throw InputError(fmt::format("{} : {} GPUs on one node; more than {} is not a real node", what, n, kMaxGpusPerNode));
   std::vector<std::string> ids;
   for (int i = 0; i < n; ++i) ids.push_back(std::to_string(i));
   return ids;
@@ -142,7 +149,7 @@ std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
   if (const auto g = first_set(env, {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"}))
     local_gpus = split_ids(g->second);
   else if (const auto* n = find(env, "SLURM_GPUS_ON_NODE"))
-    local_gpus = count_ids(parse_count("SLURM_GPUS_ON_NODE", *n));
+    local_gpus = count_ids(parse_count("SLURM_GPUS_ON_NODE", *n), fmt::format("SLURM_GPUS_ON_NODE='{}'", *n));
 
   // Which host this process is on: SLURMD_NODENAME (unset in an salloc shell, which runs on the
   // submit host); a one-host allocation needs no name.
@@ -161,22 +168,25 @@ std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
   if (const auto* v = find(env, "SLURM_GPUS_PER_TASK")) per_task = gres_count("SLURM_GPUS_PER_TASK", *v);
   for (std::size_t i = 0; i < alloc.hosts.size(); ++i) {
     if (local && i == *local && local_gpus) continue;
-    std::optional<int> n = per_node;
-    if (!n && per_task) n = *per_task * alloc.hosts[i].slots;
+    // 64-bit: a per-task count times a node's tasks can exceed an int.
+    std::optional<long long> n = per_node;
+    if (!n && per_task) n = static_cast<long long>(*per_task) * alloc.hosts[i].slots;
     if (!n) continue;
-    if (local_gpus && static_cast<int>(local_gpus->size()) == *n)
+    if (local_gpus && static_cast<long long>(local_gpus->size()) == *n)
       alloc.hosts[i].gpus = *local_gpus;
     else
-      alloc.hosts[i].gpus = count_ids(*n);
+      alloc.hosts[i].gpus = count_ids(*n, fmt::format("host {}: SLURM_GPUS_PER_{}", alloc.hosts[i].name,
+                                                      per_node ? "NODE" : "TASK x tasks"));
   }
   return alloc;
 }
 
 int default_num_ranks(const Allocation& allocation) {
   if (allocation.ntasks && *allocation.ntasks > 0) return *allocation.ntasks;
-  int gpus = 0;
-  for (const auto& h : allocation.hosts) gpus += static_cast<int>(h.gpus.size());
-  if (gpus > 0) return gpus;
+  long long gpus = 0;  // saturates at INT_MAX, like total_slots()
+  for (const auto& h : allocation.hosts)
+    gpus = std::min<long long>(gpus + static_cast<long long>(h.gpus.size()), std::numeric_limits<int>::max());
+  if (gpus > 0) return static_cast<int>(gpus);
   return static_cast<int>(allocation.hosts.size());
 }
 

@@ -3,7 +3,9 @@
 // Everything here is pure (text in, value out) except allocation_from_job(), which asks slurmctld.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -38,10 +40,11 @@ struct Allocation {
   std::optional<int> ntasks;          // SLURM_NTASKS when the allocation states it
   bool inside_step = false;           // we run inside an srun step (SLURM_STEP_ID set)
 
+  // Saturates at INT_MAX: SLURM counts are up to INT_MAX each and their sum must not overflow.
   int total_slots() const {
-    int n = 0;
-    for (const auto& h : hosts) n += h.slots;
-    return n;
+    long long n = 0;
+    for (const auto& h : hosts) n = std::min<long long>(n + h.slots, std::numeric_limits<int>::max());
+    return static_cast<int>(n);
   }
 };
 
