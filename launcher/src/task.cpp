@@ -5,6 +5,7 @@
 
 #include <ringrun/launch.hpp>
 #include <ringrun/topology.hpp>
+#include <ringrun/topology_cache.hpp>
 
 #include <fmt/format.h>
 
@@ -113,7 +114,7 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) options.node.visible_gpus = split(it->second);
   if (auto it = env.find("RINGRUN_START_TIMEOUT"); it != env.end()) options.start_timeout_s = std::stod(it->second);
 
-  topology::Topology topo = topology::load_live();
+  topology::Topology topo = topology::load_live_cached();  // per-node cache: no PCI scan per rank
   PlanInputs in;
   in.allocation = alloc;
   in.launcher_env = env;

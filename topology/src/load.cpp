@@ -15,7 +15,12 @@
 #include <set>
 #include <tuple>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "ringrun/topology.hpp"
+#include "ringrun/topology_cache.hpp"
 
 namespace ringrun::topology {
 namespace {
@@ -429,6 +434,67 @@ std::optional<int> first_active_port(const Nic& nic) {
   }
   if (!any_state) return nic.ports.front();
   return std::nullopt;
+}
+
+namespace {
+
+// The cache file of this node, or "" when /tmp/ringrun-UID is not a private directory of ours.
+std::string topology_cache_path() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  char host[256] = {};
+  if (boot.empty() || ::gethostname(host, sizeof host - 1) != 0) return {};
+  const std::string dir = fmt::format("/tmp/ringrun-{}", ::getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return {};
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 022) != 0)
+    return {};
+  return fmt::format("{}/topology-{}-{}-{:x}.xml", dir, host, boot, HWLOC_API_VERSION);
+}
+
+bool own_private_file(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::getuid() && (st.st_mode & 022) == 0;
+}
+
+// The cached export as this process sees it: allowed CPUs and NUMA nodes from the OS (its cgroup).
+std::optional<Topology> load_cache(const std::string& path) {
+  if (!own_private_file(path)) return std::nullopt;
+  TopologyHandle topo = make_topology("this machine");
+  if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0 ||
+      hwloc_topology_set_flags(topo.get(), HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+                                               HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES) != 0 ||
+      hwloc_topology_load(topo.get()) != 0)
+    return std::nullopt;
+  return Reader(topo.get()).read("live");
+}
+
+// A live load of every PU, written to `path` through a private temporary file and a rename.
+bool write_cache(const std::string& path) {
+  TopologyHandle topo = make_topology("this machine");
+  if (hwloc_topology_set_flags(topo.get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0 ||
+      hwloc_topology_load(topo.get()) != 0)
+    return false;
+  const std::string tmp = fmt::format("{}.{}", path, ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  ::close(fd);
+  if (hwloc_topology_export_xml(topo.get(), tmp.c_str(), 0) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Topology load_live_cached() {
+  const std::string path = topology_cache_path();
+  if (path.empty()) return load_live();
+  if (auto cached = load_cache(path)) return *cached;
+  if (write_cache(path))
+    if (auto cached = load_cache(path)) return *cached;
+  return load_live();
 }
 
 }  // namespace ringrun::topology
