@@ -7,7 +7,7 @@ _ringrun() {
   prev=${COMP_WORDS[COMP_CWORD-1]}
 
   local options="-h --help --version -np --num-proc -H --hosts --hostfile -hostfile --jobid --launcher -x --env
-    --output-filename --no-tag-output --network-interface --start-timeout --grace-period --oversubscribe
+    --srun-mpi --output-filename --no-tag-output --network-interface --start-timeout --grace-period --oversubscribe
     --dry-run --json --topology -v --verbose --gpus-per-rank --bind --cpus-per-rank --fusion-threshold-mb
     --cycle-time-ms --timeline-filename --stall-check-warning-time-seconds
     --stall-check-shutdown-time-seconds --check-build -cb"
@@ -26,6 +26,7 @@ _ringrun() {
 
   case $prev in
     --launcher) COMPREPLY=($(compgen -W "auto local srun mpirun" -- "$cur")); return ;;
+    --srun-mpi) COMPREPLY=($(compgen -W "auto pmix none" -- "$cur")); return ;;
     --bind) COMPREPLY=($(compgen -W "cores none" -- "$cur")); return ;;
     --gpus-per-rank) COMPREPLY=($(compgen -W "0 1" -- "$cur")); return ;;
     --network-interface)

@@ -96,12 +96,12 @@ class SrunBackend final : public ClusterBackend {
                                      "--kill-on-bad-exit=1",
                                      "--cpu-bind=none",  // the task shim pins, from the topology
                                      "--label"};
-    // PMIx lets the runtime exchange addresses without ringrun's store; only where srun has it.
-    for (const auto& plugin : options.srun_mpi_plugins)
-      if (plugin == "pmix") {
-        argv.push_back("--mpi=pmix");
-        break;
-      }
+    // PMIx for MPI programs launched directly (ringrun's runtime meets through ringrun's store):
+    // --srun-mpi pmix always, none never, auto where srun offers it.
+    bool pmix = options.srun_mpi == "pmix";
+    if (options.srun_mpi == "auto")
+      for (const auto& plugin : options.srun_mpi_plugins) pmix = pmix || plugin == "pmix";
+    if (pmix) argv.push_back("--mpi=pmix");
     if (plan.hosts.size() > 0) {
       std::string list;
       for (std::size_t i = 0; i < plan.hosts.size(); ++i) list += (i ? "," : "") + plan.hosts[i];

@@ -3,6 +3,7 @@
 #include "backend.hpp"
 #include "diagnostics.hpp"
 #include "interface_probe.hpp"
+#include "srun_cache.hpp"
 
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>
@@ -239,7 +240,8 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   }
 
   std::unique_ptr<Backend> backend = make_backend(options.launcher);
-  if (options.launcher == LauncherKind::srun) options.srun_mpi_plugins = srun_mpi_plugins(env);
+  if (options.launcher == LauncherKind::srun && options.srun_mpi == "auto")
+    options.srun_mpi_plugins = cached_srun_mpi_plugins(env, [&env] { return srun_mpi_plugins(env); });
   // The rendezvous store lives in ringrun for the whole job; a dry run only names a port.
   std::unique_ptr<store::Server> store;
   int store_port = 0;

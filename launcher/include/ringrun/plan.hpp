@@ -32,6 +32,7 @@ struct LaunchOptions {
   std::optional<double> stall_check_shutdown_s;
   std::vector<std::string> program;            // argv of the program, exactly as given
   std::vector<std::string> srun_mpi_plugins;   // from `srun --mpi=list`, when srun launches
+  std::string srun_mpi = "auto";               // --srun-mpi auto|pmix|none: srun's --mpi=pmix
 };
 
 // What the plan needs from the outside world, gathered by the caller (I/O happens there).
