@@ -10,7 +10,8 @@ _ringrun() {
     --srun-mpi --output-filename --no-tag-output --network-interface --start-timeout --grace-period --oversubscribe
     --dry-run --json --topology -v --verbose --gpus-per-rank --bind --cpus-per-rank --fusion-threshold-mb
     --cycle-time-ms --timeline-filename --stall-check-warning-time-seconds
-    --stall-check-shutdown-time-seconds --check-build -cb"
+    --stall-check-shutdown-time-seconds --mem-bind --nccl-algo --nccl-proto --nccl-ib-gid-index --tcp
+    --check-build -cb"
   local subcommands="check-build doctor topo template"
 
   # Once the program has started (a word that is neither an option nor an option's value), complete
@@ -28,6 +29,10 @@ _ringrun() {
     --launcher) COMPREPLY=($(compgen -W "auto local srun mpirun" -- "$cur")); return ;;
     --srun-mpi) COMPREPLY=($(compgen -W "auto pmix none" -- "$cur")); return ;;
     --bind) COMPREPLY=($(compgen -W "cores none" -- "$cur")); return ;;
+    --mem-bind) COMPREPLY=($(compgen -W "none local" -- "$cur")); return ;;
+    --nccl-algo) COMPREPLY=($(compgen -W "Ring Tree CollnetDirect CollnetChain NVLS NVLSTree PAT" -- "$cur")); return ;;
+    --nccl-proto) COMPREPLY=($(compgen -W "LL LL128 Simple" -- "$cur")); return ;;
+    --nccl-ib-gid-index) COMPREPLY=($(compgen -W "auto" -- "$cur")); return ;;
     --gpus-per-rank) COMPREPLY=($(compgen -W "0 1" -- "$cur")); return ;;
     --network-interface)
       COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;

@@ -102,7 +102,8 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   app.add_flag("--oversubscribe", L.oversubscribe, "Allow more ranks than slots");
   app.add_flag("--dry-run", inv.dry_run, "Print the plan and start nothing");
   app.add_flag("--json", inv.json, "With --dry-run (and topo, doctor): print JSON");
-  app.add_option("--topology", inv.topology_file, "Plan with this hwloc XML export instead of this host's topology")
+  app.add_option("--topology", inv.topology_file, "Plan with this hwloc XML export (or synthetic:DESCRIPTION, hwloc's "
+                                                    "synthetic syntax) instead of this host's topology")
       ->type_name("FILE");
   app.add_flag("-v,--verbose", inv.verbose, "Print the plan, the backend's command and why choices were made");
   app.add_option("--gpus-per-rank", L.node.gpus_per_rank, "GPUs per rank: 1 (default) or 0 for CPU-only ranks")
@@ -113,6 +114,19 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   app.add_option("--cpus-per-rank", L.node.cpus_per_rank, "Cap the cores each rank is bound to")
       ->check(CLI::PositiveNumber)
       ->type_name("N");
+  std::string mem_bind = "none";
+  app.add_option("--mem-bind", mem_bind, "none (default) or local: bind each rank's memory to the NUMA node(s) of "
+                                         "its cores")
+      ->check(CLI::IsMember({"none", "local"}));
+  app.add_option("--nccl-algo", L.nccl.algo, "Set NCCL_ALGO, checked against the found NCCL (e.g. Ring,Tree or "
+                                             "^NVLS)")
+      ->type_name("LIST");
+  app.add_option("--nccl-proto", L.nccl.proto, "Set NCCL_PROTO: LL, LL128, Simple (^ excludes)")
+      ->type_name("LIST");
+  app.add_option("--nccl-ib-gid-index", L.nccl.ib_gid_index,
+                 "Set NCCL_IB_GID_INDEX: auto (the RoCE v2 IPv4 GID in sysfs) or N; by default only for NCCL < 2.21")
+      ->type_name("auto|N");
+  app.add_flag("--tcp", L.nccl.tcp, "NCCL over TCP sockets only (NCCL_IB_DISABLE=1)");
   app.add_option("--fusion-threshold-mb", L.fusion_threshold_mb, "Engine: fusion buffer size in MiB (default 128)")
       ->type_name("MB")
       ->check(CLI::NonNegativeNumber);
@@ -199,6 +213,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   else if (launcher == "srun") L.launcher = LauncherKind::srun;
   else if (launcher == "mpirun") L.launcher = LauncherKind::mpirun;
   L.node.bind = bind != "none";
+  L.mem_bind_local = mem_bind == "local";
   inv.supervisor.tag_output = !no_tag;
   inv.supervisor.output_directory = output_dir;
   inv.supervisor.verbose = inv.verbose;

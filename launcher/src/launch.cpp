@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -20,6 +22,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -149,6 +152,52 @@ std::vector<std::string> srun_mpi_plugins(const Environment& env) {
   return parse_srun_mpi_list(out);
 }
 
+// The sysfs tree NCCL facts are read from: RINGRUN_SYSFS_ROOT (tests' fixture trees), else /sys.
+std::string sysfs_root(const Environment& env) {
+  auto it = env.find("RINGRUN_SYSFS_ROOT");
+  return it != env.end() && !it->second.empty() ? it->second : "/sys";
+}
+
+// This host's interfaces: the names in /sys/class/net, with IFF_UP and IPv4 addresses from
+// getifaddrs. An address in 169.254.0.0/16 (link-local) does not count as one.
+std::vector<NetworkInterface> host_interfaces() {
+  std::map<std::string, NetworkInterface> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    const std::string name = entry.path().filename().string();
+    found[name].name = name;
+  }
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* a = list; a; a = a->ifa_next) {
+      if (!a->ifa_name) continue;
+      NetworkInterface& i = found[a->ifa_name];
+      i.name = a->ifa_name;
+      i.up = i.up || (a->ifa_flags & IFF_UP) != 0;
+      if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+        const uint32_t address = ntohl(in->sin_addr.s_addr);
+        if ((address >> 16) != 0xa9fe) i.has_ipv4 = true;  // 169.254/16
+      }
+    }
+    ::freeifaddrs(list);
+  }
+  std::vector<NetworkInterface> out;
+  for (auto& [name, i] : found) out.push_back(std::move(i));
+  return out;
+}
+
+// The netdevs of the topology's NICs, fabric NICs (what the plan gives ranks) before Ethernet.
+std::vector<std::string> topology_netdevs(const std::optional<topology::Topology>& topo) {
+  std::vector<std::string> fabric, ethernet;
+  if (topo)
+    for (const auto& nic : topo->nics)
+      (nic.kind == "ethernet" ? ethernet : fabric).insert((nic.kind == "ethernet" ? ethernet : fabric).end(),
+                                                          nic.netdevs.begin(), nic.netdevs.end());
+  fabric.insert(fabric.end(), ethernet.begin(), ethernet.end());
+  return fabric;
+}
+
 }  // namespace
 
 Environment environment_from(char** envp) {
@@ -162,7 +211,7 @@ Environment environment_from(char** envp) {
   return env;
 }
 
-int show_topology(const Invocation& inv) {
+int show_topology(const Invocation& inv, const Environment& env) {
   topology::Topology topo = inv.topology_file ? topology::load_xml(*inv.topology_file) : topology::load_live();
   std::optional<std::vector<topology::LocalSlot>> slots;
   if (inv.launch.num_proc) {
@@ -170,6 +219,13 @@ int show_topology(const Invocation& inv) {
       slots = topology::plan_node(topo, *inv.launch.num_proc, inv.launch.node);
     } catch (const std::invalid_argument& e) {
       throw InputError(fmt::format("-np {} : {}", *inv.launch.num_proc, e.what()));
+    }
+    // Report the RoCE GID index NCCL would use on each slot's HCA port.
+    const auto gid_indexes = topology::roce_gid_indexes(sysfs_root(env), topo);
+    for (auto& slot : *slots) {
+      auto hca = slot.env.find("NCCL_IB_HCA");
+      if (hca == slot.env.end()) continue;
+      if (auto it = gid_indexes.find(hca->second.substr(1)); it != gid_indexes.end()) slot.roce_gid_index = it->second;
     }
   }
   std::cout << (inv.json ? topology::topology_to_json(topo, slots ? &*slots : nullptr)
@@ -188,7 +244,7 @@ int show_template(const Invocation& inv) {
 }
 
 int run_invocation(const Invocation& inv, const Environment& env) {
-  if (inv.command == Command::topo) return show_topology(inv);
+  if (inv.command == Command::topo) return show_topology(inv, env);
   if (inv.command == Command::template_) return show_template(inv);
   if (inv.command == Command::check_build) return run_check_build(env);
   if (inv.command == Command::doctor)
@@ -226,7 +282,9 @@ int run_invocation(const Invocation& inv, const Environment& env) {
       return topology::plan_node(*topo, local_size, options.node);
     };
   }
-
+  // NCCL facts of this host (the task shims find their own node's).
+  in.nccl_version = topology::find_nccl_version();
+  if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
   // Several hosts: the interface all of them share, from one probe step over the nodes (not in a
   // dry run, which starts nothing; not for a job named by --jobid, whose nodes srun cannot reach
   // from here without it).
@@ -235,8 +293,9 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     std::vector<std::string> names;
     for (const auto& h : alloc.hosts) names.push_back(h.name);
     auto shared = netprobe::probe_shared_interface(names, alloc.source == AllocationSource::slurm_env, env, inv.verbose);
-    if (inv.verbose && shared.name) std::cerr << fmt::format("ringrun: network interface {}: {}\n", *shared.name, shared.reason);
-    options.network_interface = shared.name;
+    if (shared.name) in.chosen_interface = InterfaceChoice{*shared.name, shared.reason};
+  } else if (!options.network_interface) {
+    in.chosen_interface = choose_network_interface(host_interfaces(), topology_netdevs(topo));
   }
 
   std::unique_ptr<Backend> backend = make_backend(options.launcher);
@@ -254,12 +313,23 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // Ranks on other nodes reach the store at this host's address on the chosen interface (a name
   // need not resolve there); without one, at this host's name.
   std::optional<std::string> store_ip;
-  if (!single_local && options.network_interface) store_ip = netprobe::local_ipv4_of(*options.network_interface);
+  if (!single_local && (options.network_interface || in.chosen_interface))
+    store_ip = netprobe::local_ipv4_of(options.network_interface ? *options.network_interface : in.chosen_interface->name);
   in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : store_ip.value_or(self), store_port);
 
   Plan plan = make_plan(in, options);
   plan.launcher = options.launcher;
-  plan.command = backend->command(plan, options, env);
+  // The task shims plan with ringrun's options: those that travel as RINGRUN_* variables go to
+  // the backend like -x NAME, so srun exports them and mpirun gets -x NAME.
+  LaunchOptions backend_options = options;
+  if (!plan.ranks.empty())
+    for (const char* name : kForwardedOptionVariables)
+      if (plan.ranks.front().env.count(name)) backend_options.env_args.emplace_back(name);
+  plan.command = backend->command(plan, backend_options, env);
+
+  for (const std::string& warning : plan.warnings) std::cerr << warning << '\n';
+  if (inv.verbose)
+    for (const std::string& note : plan.notes) std::cerr << note << '\n';
 
   if (inv.dry_run) {
     if (!inv.json) std::cout << "command: " << netprobe::shell_words(plan.command) << '\n';

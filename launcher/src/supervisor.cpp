@@ -1,4 +1,5 @@
 #include <ringrun/supervisor.hpp>
+#include <ringrun/topology.hpp>
 
 #include <fmt/format.h>
 
@@ -9,18 +10,28 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <linux/mempolicy.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <map>
 #include <vector>
 
 namespace ringrun {
 namespace {
+
+// What a child reports on its status pipe before exiting 127, with errno.
+constexpr int kChildExecFailed = 1;
+constexpr int kChildAffinityFailed = 2;
+constexpr int kChildMemBindFailed = 3;
+// NUMA nodes --mem-bind local can name in the local backend (the kernel's MAX_NUMNODES is 1024).
+constexpr unsigned kMaxNumaNodes = 1024;
 
 using Clock = std::chrono::steady_clock;
 
@@ -335,6 +346,29 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
     CPU_ZERO(&cpus);
     for (unsigned c : spec.cpus)
       if (c < CPU_SETSIZE) CPU_SET(c, &cpus);
+    // --mem-bind local: the plan names the rank's NUMA nodes in RINGRUN_MEM_BIND_NODES; the mask
+    // for set_mempolicy is built here, the child only makes the system call.
+    std::array<unsigned long, kMaxNumaNodes / (8 * sizeof(unsigned long))> numa_mask{};
+    bool mem_bind = false;
+    for (const std::string& entry : spec.env) {
+      static constexpr std::string_view kNodes = "RINGRUN_MEM_BIND_NODES=";
+      if (entry.compare(0, kNodes.size(), kNodes) != 0) continue;
+      std::vector<unsigned> nodes;
+      try {
+        nodes = topology::parse_cpulist(entry.substr(kNodes.size()));
+      } catch (const std::invalid_argument& e) {
+        throw LaunchError(fmt::format("ringrun: rank {}: {}", spec.rank, e.what()), 2);
+      }
+      for (unsigned node : nodes) {
+        if (node >= kMaxNumaNodes)
+          throw LaunchError(fmt::format("ringrun: rank {}: NUMA node {} is beyond the {} this build binds to; run "
+                                        "with --mem-bind none",
+                                        spec.rank, node, kMaxNumaNodes),
+                            2);
+        numa_mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+        mem_bind = true;
+      }
+    }
     int in_fd = (spec.stdin_inherit && !stdin_is_tty) ? STDIN_FILENO : devnull;
 
     pid_t pid = ::fork();
@@ -353,13 +387,19 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
       ::signal(SIGPIPE, SIG_DFL);
       ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
       if (!spec.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
-        int e = errno;
-        (void)!::write(exec_status[1], &e, sizeof e);
+        const int status[2] = {kChildAffinityFailed, errno};
+        (void)!::write(exec_status[1], status, sizeof status);
+        ::_exit(127);
+      }
+      // maxnode counts bits, plus one: the kernel drops the last bit (set_mempolicy(2), BUGS).
+      if (mem_bind && ::syscall(SYS_set_mempolicy, MPOL_BIND, numa_mask.data(), kMaxNumaNodes + 1) != 0) {
+        const int status[2] = {kChildMemBindFailed, errno};
+        (void)!::write(exec_status[1], status, sizeof status);
         ::_exit(127);
       }
       ::execve(spec.executable.c_str(), argv.data(), envp.data());
-      int e = errno;
-      (void)!::write(exec_status[1], &e, sizeof e);
+      const int status[2] = {kChildExecFailed, errno};
+      (void)!::write(exec_status[1], status, sizeof status);
       ::_exit(127);
     }
     ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
@@ -368,19 +408,31 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
     ::close(err[1]);
     ::close(exec_status[1]);
     children[i] = Child{&spec, pid, true, 0};
-    int exec_errno = 0;
+    int child_status[2] = {0, 0};  // what failed in the child, errno
     ssize_t got;
-    do got = ::read(exec_status[0], &exec_errno, sizeof exec_errno);
+    do got = ::read(exec_status[0], child_status, sizeof child_status);
     while (got < 0 && errno == EINTR);
     ::close(exec_status[0]);
-    if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-      // exec failed after resolve_program said it would work (e.g. a bad interpreter line).
+    if (got == static_cast<ssize_t>(sizeof child_status)) {
+      // exec failed after resolve_program said it would work (e.g. a bad interpreter line), or
+      // binding did.
       stop_all(SIGKILL);
       for (auto& c : children)
         if (c.running) ::waitpid(c.pid, nullptr, 0);
       guard.release();
-      throw LaunchError(fmt::format("ringrun: cannot execute '{}' for rank {}: {}", spec.argv[0], spec.rank,
-                                    std::strerror(exec_errno)), 127);
+      const char* error = std::strerror(child_status[1]);
+      if (child_status[0] == kChildAffinityFailed)
+        throw LaunchError(fmt::format("ringrun: rank {}: cannot bind to cpus {}: {}; run with --bind none to skip "
+                                      "binding",
+                                      spec.rank, topology::format_cpulist(spec.cpus), error),
+                          1);
+      if (child_status[0] == kChildMemBindFailed)
+        throw LaunchError(fmt::format("ringrun: rank {}: cannot bind memory to its NUMA node(s) (set_mempolicy "
+                                      "MPOL_BIND): {}; run with --mem-bind none",
+                                      spec.rank, error),
+                          1);
+      throw LaunchError(fmt::format("ringrun: cannot execute '{}' for rank {}: {}", spec.argv[0], spec.rank, error),
+                        127);
     }
     std::string label = spec.label == "rank" ? fmt::format("[{}]", spec.rank) : fmt::format("[{}]", spec.label);
     RankFiles* rank_files = options.output_directory ? &files : nullptr;

@@ -113,6 +113,18 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   options.node.cpus_per_rank = env_int(env, "RINGRUN_CPUS_PER_RANK");
   if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) options.node.visible_gpus = split(it->second);
   if (auto it = env.find("RINGRUN_START_TIMEOUT"); it != env.end()) options.start_timeout_s = std::stod(it->second);
+  // ringrun's options, forwarded as RINGRUN_* variables; the launcher chose the interface for
+  // every node, so all nodes name the same one.
+  auto value_of = [&env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  options.network_interface = value_of("RINGRUN_NETWORK_INTERFACE");
+  options.mem_bind_local = value_of("RINGRUN_MEM_BIND") == std::optional<std::string>("local");
+  options.nccl.algo = value_of("RINGRUN_NCCL_ALGO");
+  options.nccl.proto = value_of("RINGRUN_NCCL_PROTO");
+  options.nccl.ib_gid_index = value_of("RINGRUN_NCCL_IB_GID_INDEX");
+  options.nccl.tcp = value_of("RINGRUN_TCP") == std::optional<std::string>("1");
 
   topology::Topology topo = topology::load_live_cached();  // per-node cache: no PCI scan per rank
   PlanInputs in;
@@ -122,6 +134,10 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   in.master_port = env_int(env, "MASTER_PORT").value_or(29500);
   in.store_addr = env.count("RINGRUN_STORE_ADDR") ? env.at("RINGRUN_STORE_ADDR") : "";
   in.job_secret = env.count("RINGRUN_JOB_SECRET") ? env.at("RINGRUN_JOB_SECRET") : "";
+  // This node's NCCL facts: the NCCL it loads and its HCA ports' RoCE GIDs.
+  in.nccl_version = topology::find_nccl_version();
+  in.roce_gid_indexes = topology::roce_gid_indexes(
+      env.count("RINGRUN_SYSFS_ROOT") ? env.at("RINGRUN_SYSFS_ROOT") : std::string("/sys"), topo);
   in.node_layout = [&](std::size_t host, int local_size) {
     if (host == own_host) return topology::plan_node(topo, local_size, options.node);
     return std::vector<topology::LocalSlot>(static_cast<std::size_t>(local_size));
@@ -134,7 +150,14 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
                                  id.source, id.rank, *id.local_rank, slot.local_rank));
 
   for (const auto& [k, v] : slot.env) ::setenv(k.c_str(), v.c_str(), 1);
-  if (!slot.cpus.empty()) {
+  if (options.mem_bind_local && !slot.cpus.empty()) {
+    // hwloc binds the cpus and the memory to their NUMA node(s) (MPOL_BIND) in one go.
+    try {
+      topology::bind_to_cpus(slot.cpus, true);
+    } catch (const topology::TopologyError& e) {
+      throw InputError(fmt::format("ringrun task: rank {}: {}", id.rank, e.what()));
+    }
+  } else if (!slot.cpus.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
     for (unsigned c : slot.cpus)

@@ -408,6 +408,17 @@ Topology load_live() {
 }
 
 Topology load_xml(const std::string& path) {
+  static constexpr std::string_view kSynthetic = "synthetic:";
+  if (path.compare(0, kSynthetic.size(), kSynthetic) == 0) {
+    const std::string description = path.substr(kSynthetic.size());
+    TopologyHandle topo = make_topology(path);
+    if (hwloc_topology_set_synthetic(topo.get(), description.c_str()) != 0 || hwloc_topology_load(topo.get()) != 0) {
+      throw TopologyError(fmt::format("ringrun: --topology '{}': hwloc rejects the synthetic description: {}; write "
+                                      "it like 'synthetic:pack:2 numa:2 core:16 pu:2'",
+                                      path, std::strerror(errno)));
+    }
+    return Reader(topo.get()).read(path);
+  }
   // hwloc would take a missing file for a synthetic description; say what is wrong instead.
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {

@@ -148,14 +148,29 @@ void plan_gpu_cores(const Topology& topo, const NodeOptions& options, std::vecto
   }
 }
 
-int numa_of_pu(const Topology& topo, unsigned pu) {
-  for (const auto& core : topo.cores) {
-    if (std::find(core.pus.begin(), core.pus.end(), pu) != core.pus.end()) return core.numa;
-  }
-  return -1;
+// PU OS index -> NUMA node of its core, built once per plan.
+std::map<unsigned, int> numa_of_pus(const Topology& topo) {
+  std::map<unsigned, int> numa;
+  for (const auto& core : topo.cores)
+    for (unsigned pu : core.pus) numa.emplace(pu, core.numa);
+  return numa;
 }
 
-void plan_nics(const Topology& topo, std::vector<LocalSlot>& slots) {
+int numa_of_pu(const std::map<unsigned, int>& numa, unsigned pu) {
+  auto it = numa.find(pu);
+  return it == numa.end() ? -1 : it->second;
+}
+
+void plan_numa_nodes(const std::map<unsigned, int>& numa, std::vector<LocalSlot>& slots) {
+  for (auto& slot : slots) {
+    std::set<int> nodes;
+    for (unsigned pu : slot.cpus)
+      if (int n = numa_of_pu(numa, pu); n >= 0) nodes.insert(n);
+    slot.numa_nodes.assign(nodes.begin(), nodes.end());
+  }
+}
+
+void plan_nics(const Topology& topo, const std::map<unsigned, int>& pu_numa, std::vector<LocalSlot>& slots) {
   const std::vector<size_t> candidates = nic_candidates(topo);
   if (candidates.empty()) return;
   std::vector<int> uses(topo.nics.size(), 0);
@@ -164,7 +179,7 @@ void plan_nics(const Topology& topo, std::vector<LocalSlot>& slots) {
     // is on the NUMA node of the rank's first core, else 1.
     const bool by_gpu = slot.gpu_index && static_cast<size_t>(*slot.gpu_index) < topo.nic_distance.size();
     int numa = -1;
-    if (!by_gpu && !slot.cpus.empty()) numa = numa_of_pu(topo, slot.cpus.front());
+    if (!by_gpu && !slot.cpus.empty()) numa = numa_of_pu(pu_numa, slot.cpus.front());
     std::vector<int> rank_of(topo.nics.size(), std::numeric_limits<int>::max());
     int best = std::numeric_limits<int>::max();
     for (size_t n : candidates) {
@@ -293,7 +308,9 @@ std::vector<LocalSlot> plan_node(const Topology& topo, int local_size, const Nod
     if (gpu_cores) plan_gpu_cores(topo, options, slots);
     else plan_cpu_only(topo, options, slots);
   }
-  plan_nics(topo, slots);
+  const auto pu_numa = numa_of_pus(topo);
+  plan_numa_nodes(pu_numa, slots);
+  plan_nics(topo, pu_numa, slots);
   return slots;
 }
 

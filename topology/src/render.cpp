@@ -75,14 +75,14 @@ std::string render_topology_table(const Topology& topo, const std::vector<LocalS
     }
   }
   if (slots) {
-    out += fmt::format("{:<5} {:<6} {:<24} {:<14} {}\n", "RANK", "GPU", "CPUS", "NIC", "ENV");
+    out += fmt::format("{:<5} {:<6} {:<24} {:<14} {:<7} {}\n", "RANK", "GPU", "CPUS", "NIC", "GID_IDX", "ENV");
     for (size_t r = 0; r < slots->size(); ++r) {
       const LocalSlot& slot = (*slots)[r];
       std::string env;
       for (const auto& [name, value] : slot.env) env += fmt::format("{}{}={}", env.empty() ? "" : " ", name, value);
-      out += fmt::format("{:<5} {:<6} {:<24} {:<14} {}\n", r, slot.gpu.value_or("-"),
+      out += fmt::format("{:<5} {:<6} {:<24} {:<14} {:<7} {}\n", r, slot.gpu.value_or("-"),
                          slot.cpus.empty() ? "unbound" : format_cpulist(slot.cpus), slot.nic.value_or("-"),
-                         env.empty() ? "-" : env);
+                         slot.roce_gid_index ? fmt::format("{}", *slot.roce_gid_index) : "-", env.empty() ? "-" : env);
     }
   }
   return out;
@@ -124,10 +124,12 @@ std::string topology_to_json(const Topology& topo, const std::vector<LocalSlot>*
       for (const auto& [name, value] : slot.env) {
         env += fmt::format("{}{}:{}", env.empty() ? "" : ",", json_string(name), json_string(value));
       }
-      out += fmt::format("{}{{\"local_rank\":{},\"gpu\":{},\"gpu_index\":{},\"cpus\":{},\"nic\":{},\"env\":{{{}}}}}",
-                         r ? "," : "", r, json_optional(slot.gpu),
-                         slot.gpu_index ? fmt::format("{}", *slot.gpu_index) : "null",
-                         json_string(format_cpulist(slot.cpus)), json_optional(slot.nic), env);
+      out += fmt::format(
+          "{}{{\"local_rank\":{},\"gpu\":{},\"gpu_index\":{},\"cpus\":{},\"nic\":{},\"numa_nodes\":{},"
+          "\"roce_gid_index\":{},\"env\":{{{}}}}}",
+          r ? "," : "", r, json_optional(slot.gpu), slot.gpu_index ? fmt::format("{}", *slot.gpu_index) : "null",
+          json_string(format_cpulist(slot.cpus)), json_optional(slot.nic), json_ints(slot.numa_nodes),
+          slot.roce_gid_index ? fmt::format("{}", *slot.roce_gid_index) : "null", env);
     }
     out += "]";
   }

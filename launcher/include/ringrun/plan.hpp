@@ -16,6 +16,53 @@ namespace ringrun {
 enum class LauncherKind { automatic, local, srun, mpirun };
 const char* to_string(LauncherKind);
 
+// NCCL knobs from the command line. Each is also passed to every rank as a RINGRUN_* variable so
+// the task shim on another node plans the same way (see kForwardedOptionVariables).
+struct NcclOptions {
+  std::optional<std::string> algo;          // --nccl-algo LIST -> NCCL_ALGO
+  std::optional<std::string> proto;         // --nccl-proto LIST -> NCCL_PROTO
+  std::optional<std::string> ib_gid_index;  // --nccl-ib-gid-index auto|N -> NCCL_IB_GID_INDEX
+  bool tcp = false;                         // --tcp -> NCCL_IB_DISABLE=1
+};
+
+// The RINGRUN_* variables that carry ringrun's options to the task shim (srun/mpirun backends).
+inline constexpr const char* kForwardedOptionVariables[] = {"RINGRUN_MEM_BIND", "RINGRUN_NCCL_ALGO",
+                                                            "RINGRUN_NCCL_PROTO", "RINGRUN_NCCL_IB_GID_INDEX",
+                                                            "RINGRUN_TCP"};
+
+// An interface of this host as the launcher read it (/sys/class/net and getifaddrs).
+struct NetworkInterface {
+  std::string name;
+  bool up = false;
+  bool has_ipv4 = false;  // an IPv4 address that is not link-local (169.254.0.0/16)
+};
+
+struct InterfaceChoice {
+  std::string name;
+  std::string reason;  // for --verbose: why this one
+};
+
+// Pure: the interface NCCL and the runtime should use when the user named none. Never lo,
+// docker*, veth*, virbr* or one without a routable IPv4 address; ib* first, then a netdev of the
+// NICs the topology found (`topology_netdevs`, in the order of preference), then the first other
+// usable one. nullopt when none qualifies (NCCL then chooses by itself).
+std::optional<InterfaceChoice> choose_network_interface(const std::vector<NetworkInterface>& interfaces,
+                                                        const std::vector<std::string>& topology_netdevs);
+
+// NCCL's version code as ncclGetVersion returns it (2.21.5 -> 22105; 2.8.4 -> 2804) as "2.21.5".
+std::string format_nccl_version(int code);
+// The code of MAJOR.MINOR.PATCH in ncclGetVersion's encoding.
+constexpr int nccl_version_code(int major, int minor, int patch) {
+  return major <= 2 && minor <= 8 ? major * 1000 + minor * 100 + patch : major * 10000 + minor * 100 + patch;
+}
+
+// Checks an NCCL_ALGO / NCCL_PROTO value against the names the given NCCL version accepts
+// (unknown version: every name any version accepts). Case-insensitive, `^` excludes, and for
+// algorithms the NCCL 2.24 per-function form "ring;allreduce:tree". Throws InputError naming the
+// option, the bad value and the accepted ones.
+void validate_nccl_algo(const std::string& list, std::optional<int> nccl_version);
+void validate_nccl_proto(const std::string& list);
+
 struct LaunchOptions {
   std::optional<int> num_proc;                 // -np
   LauncherKind launcher = LauncherKind::automatic;
@@ -24,6 +71,8 @@ struct LaunchOptions {
   std::optional<std::string> network_interface;
   std::optional<double> start_timeout_s;       // default scales with the number of hosts
   topology::NodeOptions node;                  // --gpus-per-rank, --bind, --cpus-per-rank
+  bool mem_bind_local = false;                 // --mem-bind local: memory on the rank's NUMA node(s)
+  NcclOptions nccl;
   // Runtime knobs, passed to every rank as RINGRUN_* variables when given.
   std::optional<double> fusion_threshold_mb;
   std::optional<double> cycle_time_ms;
@@ -47,6 +96,10 @@ struct PlanInputs {
   // The slots of `local_size` ranks on host `host_index`; absent = no topology known (no pinning,
   // no GPU assignment beyond the allocation's GPU list).
   std::function<std::vector<topology::LocalSlot>(std::size_t host_index, int local_size)> node_layout;
+  // NCCL facts of this host, found by the caller.
+  std::optional<int> nccl_version;               // ncclGetVersion of libnccl.so.2; nullopt: not found
+  std::map<std::string, int> roce_gid_indexes;   // "mlx5_0:1" -> topology::roce_gid_index; absent: none
+  std::optional<InterfaceChoice> chosen_interface;  // choose_network_interface, when no --network-interface
 };
 
 struct RankSlot {
@@ -57,6 +110,8 @@ struct RankSlot {
   std::optional<std::string> gpu;           // CUDA_VISIBLE_DEVICES value
   std::vector<unsigned> cpus;               // empty = not pinned
   std::optional<std::string> nic;
+  std::vector<int> numa_nodes;              // NUMA nodes of `cpus` (memory binding)
+  std::optional<int> roce_gid_index;        // what NCCL >= 2.21 picks for the rank's HCA port (reported)
   std::map<std::string, std::string> env;   // every variable the plan sets for this rank
 };
 
@@ -67,6 +122,11 @@ struct Plan {
   std::vector<std::string> hosts;           // hosts used, in order
   std::vector<RankSlot> ranks;
   double start_timeout_s = 30;
+  // One line each, printed by the caller: contradictions between options and the user's own
+  // variables (the user's value wins) as "ringrun: warning: ...", and the reasons of choices
+  // (--verbose).
+  std::vector<std::string> warnings;
+  std::vector<std::string> notes;
 };
 
 // Throws InputError (usage: bad -np, too many ranks, ...) with a one-line message.

@@ -60,6 +60,8 @@ struct Topology {
 };
 
 Topology load_live();
+// An hwloc XML export; a value "synthetic:DESCRIPTION" builds hwloc's synthetic topology instead
+// (e.g. "synthetic:pack:16 numa:8 core:800 pu:1"; no GPUs or NICs), for tests and benchmarks.
 Topology load_xml(const std::string& path);
 
 struct NodeOptions {
@@ -76,7 +78,10 @@ struct LocalSlot {
   std::optional<int> gpu_index;            // index into Topology::gpus
   std::vector<unsigned> cpus;              // PU OS indexes; empty when not bound
   std::optional<std::string> nic;          // closest NIC's name
+  std::vector<int> numa_nodes;             // NUMA nodes (OS indexes) of `cpus`, for memory binding
   std::map<std::string, std::string> env;  // NCCL_* for this rank
+  // Filled by the caller (it needs sysfs): roce_gid_index of the slot's HCA port, for reports.
+  std::optional<int> roce_gid_index;
 };
 
 // Pure: the slots of `local_size` ranks on a node with this topology. Throws std::invalid_argument
@@ -101,6 +106,14 @@ std::vector<unsigned> parse_cpulist(const std::string& list);
 // gid_attrs/ndevs/N}. nullopt for an InfiniBand link layer, a missing port or no such GID.
 // sysfs_root is "/sys" on a real machine; tests pass fixture trees.
 std::optional<int> roce_gid_index(const std::string& sysfs_root, const std::string& hca, int port);
+
+// roce_gid_index of every OpenFabrics NIC's port the plan would use (first_active_port, else 1),
+// keyed "mlx5_0:1" as in NCCL_IB_HCA; ports without such a GID are absent.
+std::map<std::string, int> roce_gid_indexes(const std::string& sysfs_root, const Topology& topo);
+
+// The version code of the NCCL this host's loader finds (dlopen libnccl.so.2, else
+// /usr/local/cuda/lib64/libnccl.so.2, then ncclGetVersion: 2.21.5 -> 22105); nullopt when none.
+std::optional<int> find_nccl_version();
 
 // `ringrun topo`: one row per GPU (index, bus id, NUMA, cores, closest NIC and its distance class),
 // then, when slots are given, one row per local rank (GPU, cpus, NIC, NCCL variables).
