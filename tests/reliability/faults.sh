@@ -256,7 +256,7 @@ listen_address)
 mpirun_argv)
   # Arguments and -x values reach the ranks through mpirun as argv, never through a shell.
   command -v mpirun >/dev/null || skip "mpirun missing"
-  weird=$'sp ace "dq" \'sq\' $(touch '"$work"'/pwned-env) `touch '"$work"'/pwned-bt`; echo x\nline2 & | > <'
+  weird="sp ace \"dq\" 'sq' \$(touch $work/pwned-env) \`touch $work/pwned-bt\`; echo x"$'\n'"line2 & | > <"
   args=('a b' "it's" '"q"' '$(touch '"$work"'/pwned)' '; touch '"$work"'/pwned2' $'two\nlines' '*' '' '-x' '$HOME' '\\')
   timeout 60 "$ringrun" --launcher mpirun -H localhost:2 --no-tag-output -x "WEIRD=$weird" -- \
     /usr/bin/env -0 >"$work/env" 2>"$work/err"

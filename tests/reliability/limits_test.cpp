@@ -14,7 +14,7 @@ TEST_CASE("a hostlist past the limit is refused from its count, before any name 
                        doctest::Contains("expands to more than 1000000 host names"), InputError);
   CHECK_THROWS_AS(expand_hostlist("a[1-600000],b[1-600000]"), InputError);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
-  CHECK(expand_hostlist("n[1-1000000]").size() == 1'000'000);
+  CHECK(expand_hostlist("a[1-20]b[1-50000]").size() == 1'000'000);
   CHECK_THROWS_AS(expand_task_counts("1(x1000001)", "SLURM_TASKS_PER_NODE"), InputError);
 }
 
