@@ -469,9 +469,16 @@ bool own_private_file(const std::string& path) {
 }
 
 // The cached export as this process sees it: allowed CPUs and NUMA nodes from the OS (its cgroup).
+// Sets HWLOC_PLUGINS_PATH for a moment: for single-threaded callers (the task shim).
 std::optional<Topology> load_cache(const std::string& path) {
   if (!own_private_file(path)) return std::nullopt;
+  // Only the XML reader built into libhwloc is needed: look for no plugin (PCI, OpenCL, GL, and on
+  // GPU nodes CUDA/NVML/RSMI, which load the vendor libraries) unless the user points hwloc at some;
+  // shim CPU 4.3 -> 2.8 ms here. Plugins are looked for once, in the first hwloc_topology_init.
+  const bool no_plugins = std::getenv("HWLOC_PLUGINS_PATH") == nullptr;
+  if (no_plugins) ::setenv("HWLOC_PLUGINS_PATH", path.substr(0, path.rfind('/')).c_str(), 1);
   TopologyHandle topo = make_topology("this machine");
+  if (no_plugins) ::unsetenv("HWLOC_PLUGINS_PATH");  // not for the program the shim starts
   if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0 ||
       hwloc_topology_set_flags(topo.get(), HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
                                                HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES) != 0 ||

@@ -10,6 +10,7 @@ namespace ringrun::topology {
 // (written by the first call on a node after boot; a file that is not ours, or that hwloc rejects,
 // is ignored). The cache holds every PU (HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED); the CPUs and
 // NUMA nodes this process may use are read from the OS at each load, as load_live() does.
+// Single-threaded callers only (it sets HWLOC_PLUGINS_PATH while hwloc starts).
 Topology load_live_cached();
 
 }  // namespace ringrun::topology
