@@ -21,6 +21,7 @@
 
 #include "ringrun/topology.hpp"
 #include "ringrun/topology_cache.hpp"
+#include "native.hpp"
 
 namespace ringrun::topology {
 namespace {
@@ -407,8 +408,32 @@ Topology load_live() {
   return Reader(topo.get()).read("live");
 }
 
+namespace {
+constexpr std::string_view kSynthetic = "synthetic:";
+}  // namespace
+
+std::optional<Topology> load_xml_native(const std::string& path) {
+  if (path.compare(0, kSynthetic.size(), kSynthetic) == 0) {
+    return native::read_synthetic(path.substr(kSynthetic.size()), path);
+  }
+  return native::read_xml(path);
+}
+
 Topology load_xml(const std::string& path) {
-  static constexpr std::string_view kSynthetic = "synthetic:";
+  const char* loader = std::getenv("RINGRUN_TOPOLOGY_LOADER");
+  const std::string_view choice = loader ? loader : "";
+  if (choice == "hwloc") return load_xml_hwloc(path);
+  if (!choice.empty() && choice != "native") {
+    throw TopologyError(fmt::format("ringrun: RINGRUN_TOPOLOGY_LOADER='{}' is neither 'native' nor 'hwloc' "
+                                    "(reading --topology '{}')", choice, path));
+  }
+  // What the native readers do not handle (hwloc 1.x files, unusual constructs, synthetic
+  // attributes) and every file that is not a valid export go to hwloc, which reads it or says why.
+  if (auto topo = load_xml_native(path)) return std::move(*topo);
+  return load_xml_hwloc(path);
+}
+
+Topology load_xml_hwloc(const std::string& path) {
   if (path.compare(0, kSynthetic.size(), kSynthetic) == 0) {
     const std::string description = path.substr(kSynthetic.size());
     TopologyHandle topo = make_topology(path);

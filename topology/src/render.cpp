@@ -31,11 +31,21 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-std::string json_ints(const std::vector<int>& values) { return "[" + join_ints(values, ",") + "]"; }
+// Appended rather than "[" + ... + "]": GCC 12's -Wrestrict misfires on operator+ with a temporary
+// in Release builds (and -Werror makes that fatal).
+std::string json_ints(const std::vector<int>& values) {
+  std::string out = "[";
+  out += join_ints(values, ",");
+  out += ']';
+  return out;
+}
 
 std::string json_strings(const std::vector<std::string>& values) {
   std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + json_string(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += json_string(values[i]);
+  }
   return out + "]";
 }
 

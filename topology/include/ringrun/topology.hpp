@@ -62,7 +62,16 @@ struct Topology {
 Topology load_live();
 // An hwloc XML export; a value "synthetic:DESCRIPTION" builds hwloc's synthetic topology instead
 // (e.g. "synthetic:pack:16 numa:8 core:800 pu:1"; no GPUs or NICs), for tests and benchmarks.
+// Reads hwloc 2.x exports and plain "type:count" synthetic descriptions natively (linear; hwloc
+// takes ~25 s for 100k cores) and everything else through hwloc. RINGRUN_TOPOLOGY_LOADER=hwloc
+// forces hwloc, for comparisons and benchmarks.
 Topology load_xml(const std::string& path);
+
+// The hwloc reading of load_xml: the reference the native reader is checked against.
+Topology load_xml_hwloc(const std::string& path);
+// The native reading of load_xml: nullopt when the file or description is not one it handles
+// (then load_xml asks hwloc); never throws for a bad file.
+std::optional<Topology> load_xml_native(const std::string& path);
 
 struct NodeOptions {
   int gpus_per_rank = 1;                   // 0: CPU-only ranks, no GPU given
