@@ -131,6 +131,7 @@ env_case() {
   local script job state out
   script=$(job_script env.sh \
     "'$RINGRUN' --dry-run $* -- '$HERE/print_env.sh' || exit 9" \
+    "'$RINGRUN' --dry-run --srun-mpi none $* -- '$HERE/print_env.sh' | sed -n 's/^command: /command-none: /p'" \
     "exec '$RINGRUN' --verbose $* -- '$HERE/print_env.sh'")
   job=$(submit -N4 --ntasks-per-node=2 --gpus-per-node=2 "$script")
   state=$(wait_done "$job" 120)
@@ -154,6 +155,10 @@ env_case() {
       [[ " $verbose_cmd " == *" --mpi=pmix "* ]] || fail "srun offers pmix but the argv lacks --mpi=pmix: '$verbose_cmd'"
       [[ $(field "$(env_line "$out" 5)" mpi_type) == pmix ]] || fail "srun: rank 5 SLURM_MPI_TYPE is not pmix"
     fi
+    # --srun-mpi none: the same step without PMIx (issue 3: PMIx setup is most of a step's cost).
+    local none_cmd
+    none_cmd=$(sed -n 's/^command-none: //p' "$out")
+    [[ $none_cmd == "srun "* && " $none_cmd " != *" --mpi="* ]] || fail "--srun-mpi none: srun argv '$none_cmd'"
   else
     [[ " $verbose_cmd " == *" -np 8 -H n1:2,n2:2,n3:2,n4:2 --bind-to none --map-by slot "* ]] ||
       fail "mpirun argv: '$verbose_cmd'"
