@@ -89,7 +89,8 @@ void TcpTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
     // bit-identical results.
     if (scratch_.size() < bytes * n) scratch_.resize(bytes * n);
     char* all = scratch_.data();
-    std::memcpy(all + bytes * world.rank, send, bytes);  // own copy: recv may alias send
+    // own copy: recv may alias send (none for count 0: the buffers may then be null)
+    if (bytes) std::memcpy(all + bytes * world.rank, send, bytes);
     exchange_headers(header, send, bytes, all);
     if (bytes == 0) return;
     reduce(recv, all, all + bytes, header.count, header.dtype, header.op);
