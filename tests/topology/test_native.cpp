@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <unistd.h>
 
@@ -131,5 +133,34 @@ TEST_CASE("native: an lstopo export with two PUs per core reads the same") {
   REQUIRE(native.has_value());
   check_same(*native, load_xml_hwloc(path));
   CHECK(native->cores.size() == 48);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("native: a truncated or damaged export is never read natively (hwloc then judges it)") {
+  // The reader walks an mmap'd file with raw pointers: every cut must end in nullopt, not in a
+  // read past the end or a half-read Topology.
+  std::ifstream in(data_path("hwloc/dell-xe8640-4xh100-4xib.xml"), std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(text.size() > 1000);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("ringrun-native-cut-{}.xml", ::getpid())).string();
+  auto read_back = [&](const std::string& content) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+    return load_xml_native(path);
+  };
+  size_t accepted = 0;
+  for (size_t cut = 1; cut < text.size(); cut += 97) accepted += read_back(text.substr(0, cut)).has_value();
+  CHECK(accepted == 0);
+  // Damage in the middle of the tree: an unbalanced element, an unknown object type, a bad cpuset.
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = text;
+    const size_t at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  CHECK_FALSE(read_back(replaced("</object>", "")).has_value());
+  CHECK_FALSE(read_back(replaced("type=\"Package\"", "type=\"Socket\"")).has_value());
+  CHECK_FALSE(read_back(replaced("cpuset=\"0x", "cpuset=\"zz")).has_value());
+  CHECK(read_back(text).has_value());
   std::filesystem::remove(path);
 }

@@ -442,9 +442,12 @@ class Builder {
   explicit Builder(const Tree& tree) : tree_(tree), objs_(tree.objs) {
     allowed_ = intersect(parse_set(tree.root_allowed), parse_set(objs_[0].cpuset));
     int packages = 0;
+    package_logical_.assign(objs_.size(), -1);
     for (size_t i = 0; i < objs_.size(); ++i) {
       if (objs_[i].kind == Kind::package) {
-        packages_.push_back({static_cast<int>(i), packages++, parse_set(objs_[i].cpuset)});
+        package_logical_[i] = packages;
+        ++packages;
+        packages_.push_back({static_cast<int>(i), parse_set(objs_[i].cpuset)});
       }
     }
   }
@@ -463,7 +466,6 @@ class Builder {
  private:
   struct Package {
     int obj;
-    int logical;
     Set cpuset;
   };
   struct NumaNode {
@@ -512,10 +514,10 @@ class Builder {
     return i;
   }
 
+  // index_of() in load.cpp: the os_index, else the logical index.
   int package_index(int obj) const {
-    for (const auto& p : packages_)
-      if (p.obj == obj) return at(obj).os_index == kUnknownIndex ? p.logical : static_cast<int>(at(obj).os_index);
-    return -1;
+    const int logical = package_logical_[static_cast<size_t>(obj)];
+    return at(obj).os_index == kUnknownIndex ? logical : static_cast<int>(at(obj).os_index);
   }
 
   void read_cores(Topology& t) {
@@ -721,8 +723,7 @@ class Builder {
     if (local < 0) return result;
     const Set set = parse_set(at(local).cpuset);
     for (const auto& p : packages_)
-      if (intersects(p.cpuset, set))
-        result.insert(at(p.obj).os_index == kUnknownIndex ? p.logical : static_cast<int>(at(p.obj).os_index));
+      if (intersects(p.cpuset, set)) result.insert(package_index(p.obj));
     return result;
   }
 
@@ -761,6 +762,7 @@ class Builder {
   const std::vector<Obj>& objs_;
   Set allowed_;
   std::vector<Package> packages_;
+  std::vector<int> package_logical_;  // by object index; -1 for non-packages
   std::vector<NumaNode> numa_;
   std::vector<long long> numa_below_;  // [k]: highest cpu of numa_[0..k-1], -1 when none
   int last_numa_ = -1;
