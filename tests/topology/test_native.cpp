@@ -149,7 +149,9 @@ TEST_CASE("native: a truncated or damaged export is never read natively (hwloc t
     return load_xml_native(path);
   };
   size_t accepted = 0;
-  for (size_t cut = 1; cut < text.size(); cut += 97) accepted += read_back(text.substr(0, cut)).has_value();
+  // Every cut in the header and in the closing tags, every 997th byte in between.
+  for (size_t cut = 1; cut < text.size(); cut += (cut < 300 || cut + 300 > text.size()) ? 1 : 997)
+    accepted += read_back(text.substr(0, cut)).has_value();
   CHECK(accepted == 0);
   // Damage in the middle of the tree: an unbalanced element, an unknown object type, a bad cpuset.
   auto replaced = [&](const std::string& from, const std::string& to) {
@@ -163,4 +165,24 @@ TEST_CASE("native: a truncated or damaged export is never read natively (hwloc t
   CHECK_FALSE(read_back(replaced("cpuset=\"0x", "cpuset=\"zz")).has_value());
   CHECK(read_back(text).has_value());
   std::filesystem::remove(path);
+}
+
+TEST_CASE("native: RINGRUN_TOPOLOGY_LOADER=hwloc forces hwloc, an unknown value is a one-line error") {
+  const std::string path = data_path("hwloc/llnl-pascal-2xp100-1xib.xml");
+  ::setenv("RINGRUN_TOPOLOGY_LOADER", "hwloc", 1);
+  check_same(load_xml(path), load_xml_hwloc(path));
+  // hwloc's own message for a file it rejects, not a native one.
+  CHECK_THROWS_AS(load_xml(data_path("invalid/not-xml.xml")), TopologyError);
+  ::setenv("RINGRUN_TOPOLOGY_LOADER", "fast", 1);
+  try {
+    load_xml(path);
+    FAIL("RINGRUN_TOPOLOGY_LOADER=fast accepted");
+  } catch (const TopologyError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("RINGRUN_TOPOLOGY_LOADER='fast'") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+  ::setenv("RINGRUN_TOPOLOGY_LOADER", "native", 1);
+  check_same(load_xml(path), load_xml_hwloc(path));
+  ::unsetenv("RINGRUN_TOPOLOGY_LOADER");
 }
