@@ -326,7 +326,7 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const char* send, ch
   Control& me = control(world_.rank);
   const std::size_t bytes = header.bytes();
   begin_round(header, true);
-  std::memcpy(slot(world_.rank, round_), send, bytes);
+  if (bytes) std::memcpy(slot(world_.rank, round_), send, bytes);  // count 0: send may be null
   publish(me.arrived);
   wait_all(&Control::arrived, round_, "allreduce");
   check_headers(header);
@@ -418,7 +418,7 @@ void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
     do {
       const std::size_t chunk = std::min(slot_bytes_, bytes - begin);
       begin_round(header, begin == 0);
-      if (r == root) std::memcpy(slot(r, round_), buf + begin, chunk);
+      if (r == root && chunk) std::memcpy(slot(r, round_), buf + begin, chunk);
       publish(me.arrived);
       // Everyone waits for everyone (not only the root) so that a mismatch is seen on every rank.
       if (begin == 0) {
@@ -427,7 +427,7 @@ void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
       } else if (r != root) {
         wait(root, control(root).arrived, round_, "broadcast");
       }
-      if (r != root) std::memcpy(buf + begin, slot(root, round_), chunk);
+      if (r != root && chunk) std::memcpy(buf + begin, slot(root, round_), chunk);
       publish(me.consumed);
       begin += chunk;
     } while (begin < bytes);
@@ -474,11 +474,11 @@ void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void*
     do {
       const std::size_t chunk = std::min(slot_bytes_, block - begin);
       begin_round(header, begin == 0);
-      std::memcpy(slot(r, round_), send + begin, chunk);
+      if (chunk) std::memcpy(slot(r, round_), send + begin, chunk);
       publish(me.arrived);
       wait_all(&Control::arrived, round_, "allgather");
       if (begin == 0) check_headers(header);
-      for (int p = 0; p < n; ++p) std::memcpy(recv + block * p + begin, slot(p, round_), chunk);
+      for (int p = 0; chunk && p < n; ++p) std::memcpy(recv + block * p + begin, slot(p, round_), chunk);
       publish(me.consumed);
       begin += chunk;
     } while (begin < block);
