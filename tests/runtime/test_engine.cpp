@@ -472,5 +472,7 @@ TEST_CASE("engine: latency of one small allreduce through the engine against a p
     engine.shutdown();
   });
   MESSAGE("64-byte allreduce, 2 ranks (shm): plain ", plain_us[0], " us, through the engine ", engine_us[0], " us");
+#ifndef RINGRUN_UNDER_TSAN  // TSan's instrumentation alone costs more than the bound
   CHECK(engine_us[0] < 1000);  // far below a 1 ms cycle: the engine wakes on submission
+#endif
 }
