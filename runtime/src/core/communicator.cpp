@@ -106,7 +106,12 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   return comm;
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // A rank that found a mismatch is alive and its headers tell its peers what disagreed; an
+  // abortive close (RST) would discard them unread in the peers' receive queues, and the peers
+  // would report a death instead of the mismatch.
+  if (!closed_) close(broken_code_ == RINGRUN_ERR_MISMATCH);
+}
 
 const char* Communicator::transport_name() const { return transport_ ? transport_->name() : "self"; }
 
@@ -217,7 +222,10 @@ void Communicator::finalize() {
     bool orderly = false;
     ~Closer() { self->close(orderly); }
   } closer{this};
-  if (broken_code_) return;
+  if (broken_code_) {
+    closer.orderly = broken_code_ == RINGRUN_ERR_MISMATCH;  // as in the destructor
+    return;
+  }
   if (tcp_) {
     // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets, and
     // every peer has by then sent its barrier header, so no peer mistakes the close for a death.
