@@ -7,6 +7,7 @@
 
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>
+#include <ringrun/topology_cache.hpp>
 
 #include <fmt/format.h>
 
@@ -259,7 +260,8 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // local backend needs for pinning (remote hosts are planned by their own task shim).
   std::optional<topology::Topology> topo;
   if (inv.topology_file) topo = topology::load_xml(*inv.topology_file);
-  else if (options.launcher == LauncherKind::local) topo = topology::load_live();
+  // The per-node cache: a live load scans PCI, which on a VM costs more than starting the ranks.
+  else if (options.launcher == LauncherKind::local) topo = topology::load_live_cached();
 
   // The GPUs a rank may use: what the allocation or the inherited CUDA_VISIBLE_DEVICES allows.
   if (!options.node.visible_gpus) options.node.visible_gpus = split_list(env, "CUDA_VISIBLE_DEVICES");
