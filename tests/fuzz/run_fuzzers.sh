@@ -21,7 +21,7 @@ for target in $targets; do
   "$out/fuzz_$target" -max_total_time="$seconds" -rss_limit_mb=1024 -max_len=4096 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$artifacts/" "${inputs[@]}" >"$out/$target.log" 2>&1
   rc=$?
-  runs=$(grep -o 'stat::number_of_executed_runs: *[0-9]*' "$out/$target.log" | grep -o '[0-9]*$' || true)
+  runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$out/$target.log" | tail -n 1)
   if [ $rc -eq 0 ]; then
     echo "fuzz_$target: ok, ${runs:-?} runs in ${seconds} s" | tee -a "$out/summary.txt"
   else
