@@ -77,6 +77,7 @@ class ClusterBackend : public Backend {
     p.executable = resolve_program(argv_.at(0), it != env.end() ? it->second : "/usr/bin:/bin");
     p.stdin_inherit = true;
     p.retag = retag();
+    for (const auto& r : plan.ranks) p.rank_hosts.push_back(r.host);
     return {p};
   }
 

@@ -82,6 +82,76 @@ struct RankFiles {
   }
 };
 
+// The first failing rank as srun or mpirun reports it on its own stderr:
+//   srun:   "srun: error: n2: task 3: Exited with exit code 3"
+//   mpirun: "mpirun noticed that process rank 0 with PID 4242 on node vm exited on signal 9 (Killed)."
+//           "  Process name: [[32149,1],0]" then "  Exit code:    2"
+struct ReportedFailure {
+  std::optional<int> rank;
+  std::string host;
+  std::string what;  // "exited with code 3", "was killed by signal 9"
+  std::optional<int> pending_rank;  // mpirun's "Process name" line, waiting for its exit code
+
+  static std::optional<int> number(std::string_view s) {
+    std::size_t i = 0;
+    while (i < s.size() && s[i] == ' ') ++i;
+    std::size_t start = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    if (i == start || i - start > 9) return std::nullopt;
+    return std::stoi(std::string(s.substr(start, i - start)));
+  }
+
+  void note(std::string_view line, OutputRetag launcher) {
+    if (rank) return;
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+    if (launcher == OutputRetag::srun_label) {
+      constexpr std::string_view prefix = "srun: error: ";
+      if (!line.starts_with(prefix)) return;
+      line.remove_prefix(prefix.size());
+      std::size_t colon = line.find(": task ");
+      if (colon == std::string_view::npos) return;
+      std::string_view host = line.substr(0, colon);
+      std::string_view rest = line.substr(colon + 7);
+      auto r = number(rest);
+      std::size_t after = rest.find(": ");
+      if (!r || after == std::string_view::npos) return;
+      std::string_view status = rest.substr(after + 2);
+      constexpr std::string_view exited = "Exited with exit code ";
+      if (status.starts_with(exited)) what = fmt::format("exited with code {}", status.substr(exited.size()));
+      else what = fmt::format("was stopped ({})", status);
+      rank = r;
+      this->host = std::string(host);
+    } else if (launcher == OutputRetag::mpirun_tag) {
+      constexpr std::string_view noticed = "mpirun noticed that process rank ";
+      if (line.starts_with(noticed)) {
+        std::string_view rest = line.substr(noticed.size());
+        auto r = number(rest);
+        std::size_t node = rest.find(" on node ");
+        std::size_t sig = rest.find(" exited on signal ");
+        if (!r || node == std::string_view::npos || sig == std::string_view::npos || sig < node) return;
+        rank = r;
+        host = std::string(rest.substr(node + 9, sig - node - 9));
+        auto signal = number(rest.substr(sig + 18));
+        what = signal ? fmt::format("was killed by signal {}", *signal) : "was killed by a signal";
+        return;
+      }
+      std::size_t name = line.find("Process name: [[");  // [[jobid,vpid],rank]
+      if (name != std::string_view::npos) {
+        std::size_t job_end = line.find("],", name);
+        if (job_end != std::string_view::npos) pending_rank = number(line.substr(job_end + 2));
+        return;
+      }
+      std::size_t code = line.find("Exit code:");
+      if (code != std::string_view::npos && pending_rank) {
+        auto c = number(line.substr(code + 10));
+        if (!c) return;
+        rank = pending_rank;
+        what = fmt::format("exited with code {}", *c);
+      }
+    }
+  }
+};
+
 // One stream of one process: a pipe we read, split into whole lines, each written with one
 // write() so lines from different ranks never interleave.
 struct Stream {
@@ -92,6 +162,7 @@ struct Stream {
   OutputRetag retag = OutputRetag::none;
   bool tag = true;
   RankFiles* files = nullptr;
+  ReportedFailure* reported = nullptr;  // srun/mpirun's own lines name the failing rank
   std::string buffer;
 
   // Splits a launcher's tagged line into (rank, content); false when it carries no rank tag.
@@ -128,6 +199,7 @@ struct Stream {
     std::string_view content = line;
     bool tagged = retag == OutputRetag::none;
     if (!tagged && parse_tag(line, r, content)) tagged = true;
+    if (!tagged && reported) reported->note(line, retag);
     if (tag) {
       if (tagged && retag != OutputRetag::none) out += fmt::format("[{}]", r);
       else out += label;
@@ -323,6 +395,7 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
 
   std::vector<Child> children(processes.size());
   std::vector<Stream> streams;
+  ReportedFailure reported;
   streams.reserve(processes.size() * 2);
   auto stop_all = [&](int sig) {
     int n = 0;
@@ -436,8 +509,10 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
     }
     std::string label = spec.label == "rank" ? fmt::format("[{}]", spec.rank) : fmt::format("[{}]", spec.label);
     RankFiles* rank_files = options.output_directory ? &files : nullptr;
-    streams.push_back(Stream{out[0], STDOUT_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files, {}});
-    streams.push_back(Stream{err[0], STDERR_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files, {}});
+    streams.push_back(Stream{out[0], STDOUT_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files,
+                             nullptr, {}});
+    streams.push_back(Stream{err[0], STDERR_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files,
+                             spec.retag != OutputRetag::none ? &reported : nullptr, {}});
   }
   if (devnull >= 0) ::close(devnull);
 
@@ -564,6 +639,19 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
   if (first_failure) {
     const Child& c = children[*first_failure];
     std::string others = stopped_others == 1 ? "1 other rank" : fmt::format("{} other ranks", stopped_others);
+    if (c.spec->label != "rank" && reported.rank) {
+      // srun/mpirun named the rank; they stopped the others themselves (--kill-on-bad-exit).
+      int r = *reported.rank;
+      const auto& hosts = c.spec->rank_hosts;
+      std::string host = !reported.host.empty() ? reported.host
+                         : (r >= 0 && static_cast<std::size_t>(r) < hosts.size()) ? hosts[static_cast<std::size_t>(r)]
+                                                                                   : "?";
+      int others = hosts.empty() ? 0 : static_cast<int>(hosts.size()) - 1;
+      std::string line = fmt::format("ringrun: rank {} (host {}) {}; stopped {} other rank{}\n", r, host, reported.what,
+                                     others, others == 1 ? "" : "s");
+      write_all(STDERR_FILENO, line.data(), line.size());
+      return exit_code_of(c.status);
+    }
     std::string line =
         c.spec->label == "rank"
             ? fmt::format("ringrun: rank {} (host {}) {}; stopped {}\n", c.spec->rank, c.spec->host,

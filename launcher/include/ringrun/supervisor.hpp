@@ -23,6 +23,8 @@ struct ProcessSpec {
   std::vector<unsigned> cpus;      // CPU affinity applied before exec; empty = inherit
   bool stdin_inherit = false;      // rank 0 reads ringrun's stdin when it is not a terminal
   OutputRetag retag = OutputRetag::none;
+  std::vector<std::string> rank_hosts;  // srun/mpirun: the host of each rank it starts, for the
+                                        // summary line naming the rank that failed
 };
 
 struct SupervisorOptions {

@@ -182,7 +182,7 @@ case_failure_scancel() {
   out=$OUT/job-$job.out
   [[ $state == "FAILED 3:0" ]] || fail "failing rank: job $job '$state', want 'FAILED 3:0'"
   grep -q '^\[3\]<stdout>:rank 3 fails on purpose' "$out" || fail "failing rank: no output from rank 3"
-  grep -q '^ringrun: srun exited with code 3; the failing rank is named in its output above' "$out" ||
+  grep -q '^ringrun: rank 3 (host n2) exited with code 3; stopped 7 other ranks$' "$out" ||
     fail "failing rank: no ringrun summary line"
   grep -q 'task 3: Exited with exit code 3' "$out" || fail "failing rank: srun does not name task 3"
 
