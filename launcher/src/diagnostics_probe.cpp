@@ -384,6 +384,7 @@ int run_doctor_all_nodes(const Environment& env, const DoctorOptions& options) {
   std::vector<NodeChecks> nodes(hosts.size());
   for (std::size_t i = 0; i < hosts.size(); ++i) nodes[i].node = hosts[i];
   std::vector<std::string> other_lines;
+  std::vector<std::string> json_of(hosts.size());
   std::istringstream lines(result->output);
   std::string line;
   while (std::getline(lines, line)) {
@@ -396,12 +397,21 @@ int run_doctor_all_nodes(const Environment& env, const DoctorOptions& options) {
       }
     }
     std::string body = colon == std::string::npos ? line : line.substr(colon + 2);
-    if (task >= hosts.size() || body.empty() || body[0] != '[') {
+    // srun's labelled output cuts lines at 1024 bytes and labels each piece: a task's JSON
+    // arrives as its '[' line plus continuation lines, joined here until the array closes.
+    bool starts = !body.empty() && body[0] == '[';
+    bool continues = task < hosts.size() && !json_of[task].empty() && json_of[task].back() != ']';
+    if (task >= hosts.size() || (!starts && !continues)) {
       other_lines.push_back(line);
       continue;
     }
+    if (starts && !continues) json_of[task].clear();
+    json_of[task] += body;
+  }
+  for (std::size_t task = 0; task < hosts.size(); ++task) {
+    if (json_of[task].empty()) continue;
     try {
-      nodes[task].checks = checks_from_json(body, fmt::format("doctor output of {}", hosts[task]));
+      nodes[task].checks = checks_from_json(json_of[task], fmt::format("doctor output of {}", hosts[task]));
     } catch (const InputError& e) {
       nodes[task].error = e.what();
     }

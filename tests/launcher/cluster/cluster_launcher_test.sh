@@ -26,7 +26,8 @@ for tool in slurmctld slurmd munged srun sbatch nsenter unshare; do
 done
 [[ -x $RINGRUN ]] || { echo "FAIL: $RINGRUN is not built" >&2; exit 1; }
 
-declare -A prefixes=([srun_env]=rrl1 [mpirun_env]=rrl2 [failure_scancel]=rrl3 [allreduce]=rrl4 [templates]=rrl5)
+declare -A prefixes=([srun_env]=rrl1 [mpirun_env]=rrl2 [failure_scancel]=rrl3 [allreduce]=rrl4 [templates]=rrl5
+  [argv]=rrl6 [doctor]=rrl7)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 RINGRUN_CLUSTER_DIR=$(mktemp -d /tmp/ringrun-cluster-$CASE.XXXXXX)
 export RINGRUN_CLUSTER_DIR RINGRUN_CLUSTER_PREFIX=${prefixes[$CASE]}
@@ -233,6 +234,48 @@ case_allreduce() {
   cluster_sum=$(sed -n 's/.*final ranks 8 weights checksum //p' "$out")
   [[ $cluster_sum == "$local_sum" ]] || fail "checksum 4 nodes x 2 ranks '$cluster_sum', ringrun -np 1 locally '$local_sum'"
   echo "allreduce: checksum $cluster_sum on 8 ranks over 4 namespace hosts, $local_sum with -np 1"
+}
+
+# Arguments and -x values reach every rank under srun exactly as given: srun's argv is built
+# without a shell, and the values travel in the environment.
+case_argv() {
+  local -a args=('a b' "it's" '"q"' '$(touch '"$OUT"'/pwned)' '; rm -rf /' $'two\nlines' '*' '`id`' '&|' '--np')
+  printf '%s\0' "${args[@]}" >"$OUT/args"
+  printf '%s' $'x y;$(id)\n"z"' >"$OUT/xval"
+  local script job state out r
+  script=$(job_script argv.sh "mapfile -d '' args < '$OUT/args'" "x=\$(cat '$OUT/xval')" \
+    "exec '$RINGRUN' -x \"ARGX=\$x\" -- /usr/bin/printf '<%s>\\n' \"\${args[@]}\"")
+  job=$(submit -N2 --ntasks-per-node=1 "$script")
+  state=$(wait_done "$job" 120)
+  out=$OUT/job-$job.out
+  [[ $state == "COMPLETED 0:0" ]] || fail "argv job $job: '$state'"
+  printf '<%s>\n' "${args[@]}" >"$OUT/want"
+  for r in 0 1; do
+    sed -n "s/^\[$r\]<stdout>://p" "$out" >"$OUT/got.$r"
+    cmp -s "$OUT/want" "$OUT/got.$r" || fail "argv rank $r: $(cat "$OUT/got.$r")"
+  done
+  [[ -e $OUT/pwned ]] && fail "an argument was run by a shell"
+  # The -x value, newline and all, in every rank's environment.
+  script=$(job_script argx.sh "exec '$RINGRUN' -x \"ARGX=\$(cat '$OUT/xval')\" -- /bin/sh -c 'printf %s \"\$ARGX\" > $OUT/argx.\$RANK'")
+  job=$(submit -N2 --ntasks-per-node=1 "$script")
+  state=$(wait_done "$job" 120)
+  [[ $state == "COMPLETED 0:0" ]] || fail "argx job $job: '$state'"
+  for r in 0 1; do cmp -s "$OUT/xval" "$OUT/argx.$r" || fail "-x value on rank $r: '$(cat "$OUT/argx.$r" 2>&1)'"; done
+}
+
+# doctor --all-nodes inside an allocation: one step over the nodes, one table per node.
+case_doctor() {
+  local script job state out n
+  script=$(job_script doctor.sh "'$RINGRUN' doctor --all-nodes; echo doctor-exit=\$?")
+  job=$(submit -N4 --ntasks-per-node=1 "$script")
+  state=$(wait_done "$job" 120)
+  out=$OUT/job-$job.out
+  [[ $state == "COMPLETED 0:0" ]] || fail "doctor job $job: '$state'"
+  grep -qE '^doctor-exit=[01]$' "$out" || fail "doctor --all-nodes: $(grep doctor-exit "$out")"
+  for n in n1 n2 n3 n4; do grep -q "^== $n ==" "$out" || fail "doctor --all-nodes: no table for $n"; done
+  # Every node's JSON parsed (srun cuts long lines at 1024 bytes): no node reports unreadable output.
+  grep -q "not doctor --json output" "$out" && fail "doctor --all-nodes: $(grep -m1 'not doctor --json output' "$out")"
+  grep -qE '^(PASS|WARN|FAIL) +hostname' "$out" || fail "doctor --all-nodes: no checks in the tables: $(head -20 "$out")"
 }
 
 case_templates() {
