@@ -303,20 +303,23 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   std::unique_ptr<Backend> backend = make_backend(options.launcher);
   if (options.launcher == LauncherKind::srun && options.srun_mpi == "auto")
     options.srun_mpi_plugins = cached_srun_mpi_plugins(env, [&env] { return srun_mpi_plugins(env); });
-  // The rendezvous store lives in ringrun for the whole job; a dry run only names a port.
-  std::unique_ptr<store::Server> store;
-  int store_port = 0;
-  if (inv.dry_run) {
-    store_port = free_port();
-  } else {
-    store = std::make_unique<store::Server>(single_local ? "127.0.0.1" : "0.0.0.0", 0, in.job_secret);
-    store_port = store->port();
-  }
   // Ranks on other nodes reach the store at this host's address on the chosen interface (a name
   // need not resolve there); without one, at this host's name.
   std::optional<std::string> store_ip;
   if (!single_local && (options.network_interface || in.chosen_interface))
     store_ip = netprobe::local_ipv4_of(options.network_interface ? *options.network_interface : in.chosen_interface->name);
+  // The rendezvous store lives in ringrun for the whole job, listening only where ranks reach it:
+  // loopback for a local job, the chosen interface's address otherwise (every address only when
+  // no interface is known). A dry run only names a port.
+  std::unique_ptr<store::Server> store;
+  int store_port = 0;
+  if (inv.dry_run) {
+    store_port = free_port();
+  } else {
+    store = std::make_unique<store::Server>(single_local ? "127.0.0.1" : store_ip.value_or("0.0.0.0"), 0,
+                                            in.job_secret);
+    store_port = store->port();
+  }
   in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : store_ip.value_or(self), store_port);
 
   Plan plan = make_plan(in, options);
