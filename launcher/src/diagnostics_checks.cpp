@@ -202,7 +202,7 @@ std::vector<Check> check_slurm(const Environment& env) {
                                                                                             : "SLURM_NODELIST";
   if (auto nodelist = lookup(env, nodelist_name)) {
     try {
-      checks.push_back(check_duplicate_hostnames(expand_hostlist(*nodelist, 1'000'000, nodelist_name), nodelist_name));
+      checks.push_back(check_duplicate_hostnames(expand_hostlist(*nodelist, max_hostlist_names(env), nodelist_name), nodelist_name));
     } catch (const InputError& e) {
       checks.push_back(fail("duplicate hostnames", e.what(),
                             "run ringrun from the shell salloc/sbatch started, with the SLURM_* variables unedited"));

@@ -357,7 +357,7 @@ int run_doctor_all_nodes(const Environment& env, const DoctorOptions& options) {
            "run it under salloc or sbatch, or run `ringrun doctor` on each host\n";
     return 2;
   }
-  std::vector<std::string> hosts = expand_hostlist(*nodelist, 1'000'000, "SLURM_JOB_NODELIST");
+  std::vector<std::string> hosts = expand_hostlist(*nodelist, max_hostlist_names(env), "SLURM_JOB_NODELIST");
   auto srun = find_in_path(env, "srun");
   if (!srun) {
     std::cerr << "ringrun doctor --all-nodes: srun not found in PATH; add Slurm's bin directory to PATH\n";

@@ -24,6 +24,13 @@ namespace ringrun {
 #if RINGRUN_HAVE_LIBSLURM
 namespace {
 
+// RINGRUN_MAX_HOSTLIST bounds this expansion as it bounds the one from SLURM's environment.
+Environment limit_env() {
+  Environment env;
+  if (const char* v = std::getenv("RINGRUN_MAX_HOSTLIST")) env.emplace("RINGRUN_MAX_HOSTLIST", v);
+  return env;
+}
+
 // GPU indexes of one node from a gres_detail_str entry: "gpu:4(IDX:0-3)", "gpu:a100:2(IDX:0,2)",
 // several GRES separated by ','. Empty when the node has no GPU.
 std::vector<std::string> gpu_indexes(std::string_view detail) {
@@ -98,7 +105,7 @@ Allocation allocation_from_job(const std::string& job_id) {
   alloc.job_id = job_id;
   if (job.num_tasks > 0 && job.num_tasks != NO_VAL) alloc.ntasks = static_cast<int>(job.num_tasks);
 
-  const auto names = expand_hostlist(job.nodes, 1'000'000, fmt::format("job {} nodes", job_id));
+  const auto names = expand_hostlist(job.nodes, max_hostlist_names(limit_env()), fmt::format("job {} nodes", job_id));
   const int cpus_per_task = (job.cpus_per_task == 0 || job.cpus_per_task == NO_VAL16) ? 1 : job.cpus_per_task;
   const bool tasks_per_node_set = job.ntasks_per_node != 0 && job.ntasks_per_node != NO_VAL16 &&
                                   job.ntasks_per_node != INFINITE16;
