@@ -33,6 +33,8 @@ EngineConfig EngineConfig::from_environment() {
     config.stall_shutdown = std::chrono::seconds(*s);
   if (auto n = core::env_int("RINGRUN_CACHE_CAPACITY", 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
   if (auto on = core::env_int("RINGRUN_FP16_COMPRESSION", 0, 1)) config.fp16_compression = *on == 1;
+  if (auto n = core::env_int("RINGRUN_INLINE_BYTES", 0, 1 << 20)) config.inline_bytes = static_cast<std::size_t>(*n);
+  if (auto on = core::env_int("RINGRUN_TIMELINE_MARK_CYCLES", 0, 1)) config.timeline_mark_cycles = *on == 1;
   return config;
 }
 
@@ -52,9 +54,26 @@ void OpState::complete(int code, std::string message) {
 }
 
 int OpState::wait() {
-  // A short yielding spin first: a small op completes within microseconds.
-  const auto spin_until = Clock::now() + std::chrono::microseconds(50);
-  while (!done_flag_.load(std::memory_order_acquire) && Clock::now() < spin_until) std::this_thread::yield();
+  // Run the engine's cycles on this thread until the op is done: no hand-off to the background
+  // thread and back. When another thread is in a cycle, block on the lock (no spinning): that
+  // cycle may well complete this op.
+  if (driver_ && !done_flag_.load(std::memory_order_acquire)) {
+    driver_->waiters.fetch_add(1);
+    for (;;) {
+      std::unique_lock cycle(driver_->mutex);
+      Engine* engine = driver_->engine;
+      if (!engine || engine->finished_) {
+        driver_->waiters.fetch_sub(1);
+        break;
+      }
+      if (done_flag_.load(std::memory_order_acquire)) {
+        // The last waiter to leave hands whatever is still pending back to the background thread.
+        if (driver_->waiters.fetch_sub(1) == 1) engine->waiter_left();
+        break;
+      }
+      engine->cycle_once();
+    }
+  }
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return done_; });
   return code_;
@@ -93,6 +112,9 @@ namespace {
 enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2 };
 enum Flags : std::uint8_t { kFlagShutdown = 1, kFlagPending = 2 };
 constexpr std::size_t kFixedHeaderBytes = 8;  // u32 payload bytes, u8 flags, 3 spare
+constexpr std::size_t kInlineAlign = 16;      // each inline tensor starts aligned for any dtype
+
+std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
 
 class Writer {
  public:
@@ -168,7 +190,10 @@ void check_argument(bool ok, const std::string& name, const char* why) {
 
 Engine::Engine(core::Communicator& comm, EngineConfig config)
     : comm_(comm), config_(std::move(config)), rank_(comm.rank()), size_(comm.size()),
-      shutdown_seen_(static_cast<std::size_t>(comm.size()), false) {
+      shutdown_seen_(static_cast<std::size_t>(comm.size()), false), driver_(std::make_shared<CycleDriver>()),
+      inline_capacity_(config_.inline_bytes / kInlineAlign * kInlineAlign) {
+  driver_->engine = this;
+  last_cycle_end_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   if (rank_ == 0 && !config_.timeline_filename.empty()) timeline_ = std::make_unique<Timeline>(config_.timeline_filename);
   thread_ = std::thread([this] { loop(); });
 }
@@ -193,7 +218,7 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
   if (request.kind == Collective::broadcast && (request.root < 0 || request.root >= size_))
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("tensor '{}': broadcast root {} is not a rank (size {})", name, request.root, size_));
-  auto state = std::make_shared<OpState>();
+  auto state = std::make_shared<OpState>(driver_);
   {
     std::lock_guard lock(mutex_);
     if (broken_code_) throw RuntimeError(broken_code_, fmt::format("tensor '{}': {}", name, broken_message_));
@@ -228,50 +253,34 @@ void Engine::loop() {
   std::uint64_t seen_submissions = 0;
   bool ran_ops = false;
   for (;;) {
-    std::vector<LocalOp> fresh;
-    bool shutdown = false;
     if (ran_ops) {
       const auto spin_until = Clock::now() + config_.spin_before_sleep;
       while (submissions_.load(std::memory_order_acquire) == seen_submissions && Clock::now() < spin_until)
         std::this_thread::yield();
     }
     {
+      // Wake at once for a submission or a shutdown; otherwise join a cycle when none ran for the
+      // cycle time (while anything is pending anywhere) or the idle heartbeat, so that peers
+      // waiting in a cycle are never stuck. A thread waiting for its op runs cycles itself; while it
+      // does, the background thread sleeps.
       std::unique_lock lock(mutex_);
-      auto timeout = (anyone_active_ || !local_ops_.empty()) ? std::chrono::duration_cast<std::chrono::microseconds>(config_.cycle_time)
-                                                             : std::chrono::duration_cast<std::chrono::microseconds>(config_.idle_heartbeat);
-      wake_.wait_for(lock, timeout, [&] {
-        return !submitted_.empty() || (shutdown_requested_ && !shutdown_seen_[static_cast<std::size_t>(rank_)]);
-      });
-      fresh.swap(submitted_);
-      shutdown = shutdown_requested_;
+      for (;;) {
+        if ((!submitted_.empty() && driver_->waiters.load() == 0) || waiter_left_ ||
+            (shutdown_requested_ && !shutdown_sent_.load()) || finished_flag_.load())
+          break;
+        const Clock::duration timeout = active_.load() ? Clock::duration(config_.cycle_time)
+                                                       : Clock::duration(config_.idle_heartbeat);
+        const auto idle = Clock::now().time_since_epoch() - Clock::duration(last_cycle_end_.load());
+        if (idle >= timeout) break;
+        wake_.wait_for(lock, timeout - idle);
+      }
       seen_submissions = submissions_.load(std::memory_order_relaxed);
+      waiter_left_ = false;
     }
-    try {
-      const std::uint64_t completed_before = stats().completed;
-      run_cycle(std::move(fresh), shutdown);
-      ran_ops = stats().completed != completed_before;
-    } catch (...) {
-      // The communicator is broken (a peer died, a transport failed): nothing can run any more.
-      std::string message = "the engine stopped";
-      int code = RINGRUN_ERR_INTERNAL;
-      try {
-        throw;
-      } catch (const RuntimeError& e) {
-        code = e.code();
-        message = e.what();
-      } catch (const std::exception& e) {
-        message = fmt::format("engine: {}", e.what());
-      } catch (...) {
-      }
-      {
-        std::lock_guard lock(mutex_);
-        broken_code_ = code;
-        broken_message_ = message;
-      }
-      fail_everything(code, message);
-      break;
-    }
-    if (std::all_of(shutdown_seen_.begin(), shutdown_seen_.end(), [](bool b) { return b; })) break;
+    std::unique_lock cycle(driver_->mutex);
+    if (finished_) break;
+    ran_ops = cycle_once();
+    if (finished_) break;
   }
   std::vector<LocalOp> leftover;
   {
@@ -282,7 +291,68 @@ void Engine::loop() {
   for (auto& op : leftover)
     finish_local_op(op, RINGRUN_ERR_NOT_INITIALIZED,
                     fmt::format("tensor '{}': the engine stopped before the op was negotiated", op.request.name));
+  {
+    std::lock_guard cycle(driver_->mutex);
+    driver_->engine = nullptr;  // waiters stop running cycles: the engine may go away now
+  }
   if (timeline_) timeline_->flush();
+}
+
+void Engine::waiter_left() {
+  {
+    std::lock_guard lock(mutex_);
+    if (submitted_.empty() && !active_.load()) return;
+    waiter_left_ = true;
+  }
+  wake_.notify_one();
+}
+
+bool Engine::cycle_once() {
+  std::vector<LocalOp> fresh;
+  bool shutdown = false;
+  {
+    std::lock_guard lock(mutex_);
+    fresh.swap(submitted_);
+    shutdown = shutdown_requested_;
+  }
+  bool ran_ops = false;
+  try {
+    const std::uint64_t completed_before = stats().completed;
+    run_cycle(std::move(fresh), shutdown);
+    ran_ops = stats().completed != completed_before;
+    if (shutdown) shutdown_sent_.store(true);
+    if (std::all_of(shutdown_seen_.begin(), shutdown_seen_.end(), [](bool b) { return b; })) finished_ = true;
+  } catch (...) {
+    // The communicator is broken (a peer died, a transport failed): nothing can run any more.
+    std::string message = "the engine stopped";
+    int code = RINGRUN_ERR_INTERNAL;
+    try {
+      throw;
+    } catch (const RuntimeError& e) {
+      code = e.code();
+      message = e.what();
+    } catch (const std::exception& e) {
+      message = fmt::format("engine: {}", e.what());
+    } catch (...) {
+    }
+    {
+      std::lock_guard lock(mutex_);
+      broken_code_ = code;
+      broken_message_ = message;
+    }
+    fail_everything(code, message);
+    finished_ = true;
+  }
+  active_.store(anyone_active_ || !local_ops_.empty());
+  last_cycle_end_.store(Clock::now().time_since_epoch().count());
+  if (finished_) {
+    {
+      std::lock_guard lock(mutex_);
+      finished_flag_.store(true);
+    }
+    wake_.notify_one();  // the background thread leaves its loop (a waiter may have run the last cycle)
+  }
+  return ran_ops;
 }
 
 void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
@@ -291,7 +361,14 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
   // a cycle's agreement), so the record stays small until the cache fills.
   const std::size_t cache_entries = cache_.size();
   const std::size_t bit_bytes = (cache_entries + 7) / 8;
-  const std::size_t fixed_bytes = kFixedHeaderBytes + bit_bytes;
+  // Then a second bit vector and an area of inline data: small cached allreduces pending here ride
+  // along (see below). Only once the cache has entries, so the first cycles stay tiny.
+  const std::size_t inline_bytes = cache_entries ? inline_capacity_ : 0;
+  const std::size_t inline_bits_at = kFixedHeaderBytes + bit_bytes;
+  // Aligned within the record, and records are whole multiples of kInlineAlign: the reduction
+  // reads the data in place from the gathered records.
+  const std::size_t inline_data_at = inline_bytes ? round_up(inline_bits_at + bit_bytes, kInlineAlign) : inline_bits_at;
+  const std::size_t fixed_bytes = inline_data_at + inline_bytes;
 
   // This rank's record: cache bits for names the cache knows as submitted, full descriptions for
   // the rest, and (rank 0) the stall shutdowns it decided.
@@ -317,6 +394,34 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
     }
     std::string name = r.name;
     local_ops_.emplace(std::move(name), std::move(op));
+  }
+  // Inline data: every small allreduce pending here whose name the cache holds as described puts
+  // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
+  // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
+  // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
+  if (inline_bytes) {
+    std::vector<std::pair<std::size_t, const OpRequest*>> candidates;
+    for (const auto& [name, op] : local_ops_) {
+      const OpRequest& r = op.request;
+      const std::size_t bytes = r.count * core::dtype_size(r.dtype);
+      if (r.kind != Collective::allreduce || !r.cacheable || bytes == 0 || bytes > inline_bytes) continue;
+      auto cached = cache_index_.find(name);
+      if (cached == cache_index_.end()) continue;
+      const Description& d = cache_[cached->second];
+      if (d.kind != r.kind || d.dtype != r.dtype || d.op != r.op || d.count != r.count) continue;
+      if (core::locate_buffer(r.send).device) continue;
+      candidates.emplace_back(cached->second, &r);
+    }
+    std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    std::size_t used = 0;
+    for (auto& [bit, r] : candidates) {
+      const std::size_t bytes = r->count * core::dtype_size(r->dtype);
+      const std::size_t padded = round_up(bytes, kInlineAlign);
+      if (used + padded > inline_bytes) continue;
+      mine[inline_bits_at + bit / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      std::memcpy(mine.data() + inline_data_at + used, r->send, bytes);
+      used += padded;
+    }
   }
   std::vector<std::pair<std::string, std::string>> stall_failures;
   if (rank_ == 0) check_stalls(now, stall_failures);
@@ -370,6 +475,19 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
     for (std::size_t bit = 0; bit < cache_entries; ++bit)
       if (static_cast<std::uint8_t>(fixed[kFixedHeaderBytes + bit / 8]) & (1u << (bit % 8)))
         apply_description(r, cache_[bit], now);
+    if (inline_bytes) {
+      std::size_t used = 0;
+      for (std::size_t bit = 0; bit < cache_entries; ++bit) {
+        if (!(static_cast<std::uint8_t>(fixed[inline_bits_at + bit / 8]) & (1u << (bit % 8)))) continue;
+        const Description& d = cache_[bit];
+        const std::size_t padded = round_up(d.count * core::dtype_size(d.dtype), kInlineAlign);
+        if (used + padded > inline_bytes) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: inline data overflows its record");
+        auto& sources = inline_sources_[d.name];
+        sources.resize(static_cast<std::size_t>(size_), nullptr);
+        sources[static_cast<std::size_t>(r)] = fixed + inline_data_at + used;
+        used += padded;
+      }
+    }
     Reader reader(all_payload.data() + static_cast<std::size_t>(r) * max_payload, bytes);
     while (reader.more()) {
       auto type = reader.u8();
@@ -406,6 +524,8 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
     return;
   }
 
+  ++cycle_number_;
+  if (timeline_ && config_.timeline_mark_cycles && !table_.empty()) timeline_->mark(fmt::format("cycle {}", cycle_number_), now);
   std::vector<std::pair<std::uint64_t, std::string>> ready;
   for (auto& [name, entry] : table_)
     if (entry.present == size_) ready.emplace_back(entry.seq, name);
@@ -414,6 +534,7 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
   names.reserve(ready.size());
   for (auto& [seq, name] : ready) names.push_back(name);
   if (!names.empty()) execute(names);
+  inline_sources_.clear();  // they point into this cycle's records
   if (timeline_) timeline_->flush();
 }
 
@@ -507,9 +628,23 @@ void Engine::update_cache(const std::string& name, const Description& descriptio
   auto it = cache_index_.find(name);
   if (it != cache_index_.end()) {
     cache_[it->second] = description;
+    cache_used_[it->second] = cycle_number_;
   } else if (cache_.size() < config_.cache_capacity) {
     cache_index_.emplace(name, cache_.size());
     cache_.push_back(description);
+    cache_used_.push_back(cycle_number_);
+  } else {
+    // Full: the least recently used entry (the lowest bit among equals) makes room, as in
+    // Horovod's response cache. Every rank completes the same ops in the same cycles, so every
+    // rank evicts the same entry and the bits keep their meaning everywhere.
+    const std::size_t victim =
+        static_cast<std::size_t>(std::min_element(cache_used_.begin(), cache_used_.end()) - cache_used_.begin());
+    cache_index_.erase(cache_[victim].name);
+    cache_index_.emplace(name, victim);
+    cache_[victim] = description;
+    cache_used_[victim] = cycle_number_;
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.cache_evictions;
   }
 }
 
@@ -546,6 +681,37 @@ void Engine::execute(const std::vector<std::string>& ready) {
   // fusion threshold; everything else one by one after them. The same on every rank.
   std::vector<std::vector<LocalOp*>> groups;
   std::vector<LocalOp*> others;
+  auto finish_ok = [&](LocalOp* op) {
+    std::string name = op->request.name;
+    update_cache(name, *table_.at(name).per_rank[0]);
+    table_.erase(name);
+    finish_local(name, RINGRUN_OK, "");
+  };
+  for (LocalOp*& op : agreed) {
+    if (op->request.kind != Collective::allreduce) continue;
+    auto found = inline_sources_.find(op->request.name);
+    if (found == inline_sources_.end()) continue;
+    const auto& sources = found->second;
+    if (std::any_of(sources.begin(), sources.end(), [](const std::byte* p) { return p == nullptr; })) continue;
+    const OpRequest& r = op->request;
+    const auto start = Clock::now();
+    // Rank order, as the transports do: every rank computes the same bits.
+    if (size_ == 1) {
+      std::memcpy(r.recv, sources[0], r.count * core::dtype_size(r.dtype));
+    } else {
+      core::reduce(r.recv, sources[0], sources[1], r.count, r.dtype, r.op);
+      for (int p = 2; p < size_; ++p) core::reduce(r.recv, r.recv, sources[static_cast<std::size_t>(p)], r.count, r.dtype, r.op);
+    }
+    if (r.op == RINGRUN_AVERAGE) core::finish_average(r.recv, r.count, r.dtype, size_);
+    if (timeline_) timeline_->span(r.name, "ALLREDUCE", start, Clock::now());
+    {
+      std::lock_guard lock(stats_mutex_);
+      ++stats_.inline_allreduces;
+    }
+    finish_ok(op);
+    op = nullptr;
+  }
+  std::erase(agreed, nullptr);
   for (LocalOp* op : agreed) {
     // Device buffers go to NCCL one by one: the fusion buffer is host memory and is filled with
     // memcpy. Programs keep a tensor on the same kind of memory on every rank, so every rank
@@ -560,18 +726,12 @@ void Engine::execute(const std::vector<std::string>& ready) {
     if (g == groups.end()) groups.push_back({op});
     else g->push_back(op);
   }
-  auto finish_ok = [&](LocalOp* op) {
-    std::string name = op->request.name;
-    update_cache(name, *table_.at(name).per_rank[0]);
-    table_.erase(name);
-    finish_local(name, RINGRUN_OK, "");
-  };
   for (auto& group : groups) {
     std::vector<LocalOp*> chunk;
     std::size_t chunk_bytes = 0;
     auto flush_chunk = [&] {
       if (chunk.empty()) return;
-      execute_allreduce_group(chunk);
+      execute_allreduce_group(chunk, now);
       for (LocalOp* op : chunk) finish_ok(op);
       chunk.clear();
       chunk_bytes = 0;
@@ -585,18 +745,21 @@ void Engine::execute(const std::vector<std::string>& ready) {
     flush_chunk();
   }
   for (LocalOp* op : others) {
-    execute_single(*op);
+    execute_single(*op, now);
     finish_ok(op);
   }
 }
 
-void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group) {
+void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::time_point ready_at) {
   const OpRequest& first = group[0]->request;
   const bool compress = config_.fp16_compression && first.dtype == RINGRUN_FLOAT32;
   if (group.size() == 1 && !compress) {
     const auto start = Clock::now();
     comm_.allreduce(first.send, first.recv, first.count, first.dtype, first.op);
-    if (timeline_) timeline_->span(first.name, "ALLREDUCE", start, Clock::now());
+    if (timeline_) {
+      timeline_->span(first.name, "QUEUE", ready_at, start);
+      timeline_->span(first.name, "ALLREDUCE", start, Clock::now());
+    }
     return;
   }
   const ringrun_dtype wire = compress ? RINGRUN_FLOAT16 : first.dtype;
@@ -642,6 +805,7 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group) {
   if (timeline_) {
     const auto end = Clock::now();
     for (LocalOp* op : group) {
+      timeline_->span(op->request.name, "QUEUE", ready_at, copy_in_start);
       timeline_->span(op->request.name, "MEMCPY_IN_FUSION_BUFFER", copy_in_start, reduce_start);
       timeline_->span(op->request.name, "ALLREDUCE", reduce_start, copy_out_start);
       timeline_->span(op->request.name, "MEMCPY_OUT_FUSION_BUFFER", copy_out_start, end);
@@ -649,7 +813,7 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group) {
   }
 }
 
-void Engine::execute_single(LocalOp& op) {
+void Engine::execute_single(LocalOp& op, Clock::time_point ready_at) {
   const OpRequest& r = op.request;
   const auto start = Clock::now();
   const char* phase = "BARRIER";
@@ -668,7 +832,10 @@ void Engine::execute_single(LocalOp& op) {
       break;
     case Collective::barrier: comm_.barrier(); break;
   }
-  if (timeline_) timeline_->span(r.name, phase, start, Clock::now());
+  if (timeline_) {
+    timeline_->span(r.name, "QUEUE", ready_at, start);
+    timeline_->span(r.name, phase, start, Clock::now());
+  }
 }
 
 }  // namespace ringrun::engine

@@ -37,15 +37,20 @@
 namespace ringrun::engine {
 
 class Timeline;
+class Engine;
 
 struct EngineConfig {
   std::size_t fusion_threshold_bytes = 128u << 20;   // RINGRUN_FUSION_THRESHOLD_MB
   std::chrono::microseconds cycle_time{1000};         // RINGRUN_CYCLE_TIME_MS: the longest wait to batch
   std::string timeline_filename;                      // RINGRUN_TIMELINE_FILENAME; empty: none
+  bool timeline_mark_cycles = false;                  // RINGRUN_TIMELINE_MARK_CYCLES: a mark per cycle with work
   std::chrono::milliseconds stall_warning{60000};     // RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS
   std::chrono::milliseconds stall_shutdown{0};        // RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS; 0: never
   std::size_t cache_capacity = 1024;                  // RINGRUN_CACHE_CAPACITY; 0: no cache
   bool fp16_compression = false;                      // RINGRUN_FP16_COMPRESSION: fp32 allreduce as fp16
+  // Bytes of inline data per rank in each negotiation record (RINGRUN_INLINE_BYTES; 0: none): small
+  // cached allreduces travel with the negotiation and complete without a collective of their own.
+  std::size_t inline_bytes = 4096;
   // When no rank had anything pending in the last cycle, an idle rank still joins a cycle this
   // often, so that a peer waiting in a cycle (for stall checks, finalize) is never stuck.
   std::chrono::milliseconds idle_heartbeat{100};
@@ -80,12 +85,26 @@ struct EngineStats {
   std::uint64_t fused_allreduces = 0;      // collectives over the fusion buffer
   std::uint64_t fused_tensors = 0;         // tensors that went through them
   std::uint64_t completed = 0;             // ops completed (with or without error)
+  std::uint64_t inline_allreduces = 0;     // allreduces reduced from the negotiation records
+  std::uint64_t cache_evictions = 0;       // response-cache entries given to a new name
+};
+
+// Whoever runs a negotiation cycle holds `mutex`: the background thread, or a thread blocked in
+// OpState::wait(), which then runs the cycles itself (two thread hand-offs fewer per op: what
+// keeps one small op within a few microseconds of a plain allreduce). Shared with the OpStates so
+// that a handle may outlive its engine: engine is null once the engine has stopped.
+struct CycleDriver {
+  std::mutex mutex;
+  Engine* engine = nullptr;      // guarded by mutex
+  std::atomic<int> waiters{0};   // threads in OpState::wait() running cycles: the background thread stands back
 };
 
 class OpState {
  public:
+  OpState() = default;
+  explicit OpState(std::shared_ptr<CycleDriver> driver) : driver_(std::move(driver)) {}
   void complete(int code, std::string message);
-  int wait();                 // blocks until done; the op's status
+  int wait();                 // blocks until done (running the engine's cycles meanwhile); the op's status
   bool done() const;
   int code() const;           // valid once done()
   std::string message() const;  // "" on success
@@ -97,6 +116,7 @@ class OpState {
   bool done_ = false;
   int code_ = 0;
   std::string message_;
+  std::shared_ptr<CycleDriver> driver_;
 };
 
 class Engine {
@@ -147,14 +167,23 @@ class Engine {
     std::shared_ptr<OpState> state;
   };
 
+  friend class OpState;
   void loop();
+  // One cycle with what was submitted so far; the caller holds driver_->mutex and !finished_.
+  // Returns whether it completed any op. After an error (the communicator broke) or once every
+  // rank asked to shut down, sets finished_ and fails what is pending.
+  bool cycle_once();
+  // Called by the last thread that ran cycles in OpState::wait() as it leaves (driver mutex held):
+  // the background thread takes over what is still pending.
+  void waiter_left();
   void run_cycle(std::vector<LocalOp> fresh, bool shutdown);
   void apply_description(int rank, const Description& description, std::chrono::steady_clock::time_point now);
   void fail_entry(const std::string& name, int code, const std::string& message);
   void fail_everything(int code, const std::string& message);
   void execute(const std::vector<std::string>& ready);
-  void execute_allreduce_group(const std::vector<LocalOp*>& group);
-  void execute_single(LocalOp& op);
+  // ready_at: when the cycle agreed the op was ready everywhere (the timeline's QUEUE starts there).
+  void execute_allreduce_group(const std::vector<LocalOp*>& group, std::chrono::steady_clock::time_point ready_at);
+  void execute_single(LocalOp& op, std::chrono::steady_clock::time_point ready_at);
   void finish_local(const std::string& name, int code, std::string message);
   void finish_local_op(LocalOp& op, int code, std::string message);
   void check_stalls(std::chrono::steady_clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
@@ -181,9 +210,22 @@ class Engine {
   std::map<std::string, Entry> table_;
   std::uint64_t next_entry_seq_ = 0;
   std::vector<Description> cache_;                       // by cache bit
+  std::vector<std::uint64_t> cache_used_;                // by cache bit: the cycle it last completed an op (LRU)
+  std::uint64_t cycle_number_ = 0;                       // cycles run; the same on every rank
+  std::unordered_map<std::string, std::vector<const std::byte*>> inline_sources_;  // this cycle: per rank, or null
   std::unordered_map<std::string, std::size_t> cache_index_;
   std::vector<bool> shutdown_seen_;                      // per rank, sticky
   bool anyone_active_ = false;                           // last cycle: something pending or shutting down somewhere
+  bool finished_ = false;                                // no cycle runs any more (all shut down, or broken)
+  std::shared_ptr<CycleDriver> driver_;
+  const std::size_t inline_capacity_;
+
+  // Read by the background thread between cycles (written under driver_->mutex).
+  std::atomic<bool> active_{false};             // anyone_active_ or ops pending here
+  std::atomic<bool> shutdown_sent_{false};      // this rank's shutdown flag went out in a cycle
+  std::atomic<bool> finished_flag_{false};
+  bool waiter_left_ = false;                    // guarded by mutex_: the last driving waiter left, work may remain
+  std::atomic<std::int64_t> last_cycle_end_{0};  // steady_clock ticks: heartbeats skip while waiters drive
   std::vector<std::byte> fusion_buffer_;
   std::unique_ptr<Timeline> timeline_;
 

@@ -1,5 +1,5 @@
 // Chrome trace-event JSON (chrome://tracing, Perfetto), written by rank 0's engine thread. Each
-// tensor is a row (tid) named after it; its phases (NEGOTIATE, MEMCPY_IN_FUSION_BUFFER, ALLREDUCE,
+// tensor is a row (tid) named after it; its phases (NEGOTIATE, QUEUE, MEMCPY_IN_FUSION_BUFFER, ALLREDUCE,
 // MEMCPY_OUT_FUSION_BUFFER, BROADCAST, ALLGATHER, ...) are complete events, and each rank's
 // submission is an instant tick on that row. After every flush() the file ends in "\n]" and is
 // valid JSON; the next event is written over that closing bracket (as Horovod's timeline does).
