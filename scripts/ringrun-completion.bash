@@ -9,7 +9,7 @@ _ringrun() {
   local options="-h --help --version -np --num-proc -H --hosts --hostfile -hostfile --jobid --launcher -x --env
     --srun-mpi --output-filename --no-tag-output --network-interface --start-timeout --grace-period --oversubscribe
     --dry-run --json --topology -v --verbose --gpus-per-rank --bind --cpus-per-rank --fusion-threshold-mb
-    --cycle-time-ms --timeline-filename --stall-check-warning-time-seconds
+    --cycle-time-ms --timeline-filename --timeline-mark-cycles --cache-capacity --stall-check-warning-time-seconds
     --stall-check-shutdown-time-seconds --mem-bind --nccl-algo --nccl-proto --nccl-ib-gid-index --tcp
     --check-build -cb"
   local subcommands="check-build doctor topo template"
@@ -40,7 +40,7 @@ _ringrun() {
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output-filename) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -np | --num-proc | -H | --hosts | --jobid | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
-      --fusion-threshold-mb | --cycle-time-ms | --stall-check-warning-time-seconds | \
+      --fusion-threshold-mb | --cycle-time-ms | --cache-capacity | --stall-check-warning-time-seconds | \
       --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time)
       return ;;
   esac

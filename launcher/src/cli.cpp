@@ -135,6 +135,11 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--timeline-filename", L.timeline_filename, "Engine: write a Chrome trace timeline to FILE")
       ->type_name("FILE");
+  app.add_flag("--timeline-mark-cycles", L.timeline_mark_cycles, "Engine: mark each cycle with work in the timeline");
+  app.add_option("--cache-capacity", L.cache_capacity,
+                 "Engine: response-cache entries (default 1024; 0 negotiates every name in full)")
+      ->type_name("N")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--stall-check-warning-time-seconds", L.stall_check_warning_s,
                  "Engine: warn about tensors waiting this long (default 60)")
       ->type_name("SECONDS")

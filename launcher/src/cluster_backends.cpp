@@ -31,6 +31,7 @@ std::map<std::string, std::string> shared_environment(const Plan& plan, const La
   for (const char* name : {"RINGRUN_STORE_ADDR", "RINGRUN_JOB_SECRET", "RINGRUN_START_TIMEOUT", "RINGRUN_SIZE",
                            "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RINGRUN_NETWORK_INTERFACE",
                            "RINGRUN_FUSION_THRESHOLD_MB", "RINGRUN_CYCLE_TIME_MS", "RINGRUN_TIMELINE_FILENAME",
+                           "RINGRUN_TIMELINE_MARK_CYCLES", "RINGRUN_CACHE_CAPACITY",
                            "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"})
     if (auto it = first.find(name); it != first.end()) env[name] = it->second;
   std::string layout, hosts;

@@ -406,6 +406,8 @@ Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
       if (opt.fusion_threshold_mb) env["RINGRUN_FUSION_THRESHOLD_MB"] = format_seconds(*opt.fusion_threshold_mb);
       if (opt.cycle_time_ms) env["RINGRUN_CYCLE_TIME_MS"] = format_seconds(*opt.cycle_time_ms);
       if (opt.timeline_filename) env["RINGRUN_TIMELINE_FILENAME"] = *opt.timeline_filename;
+      if (opt.timeline_mark_cycles) env["RINGRUN_TIMELINE_MARK_CYCLES"] = "1";
+      if (opt.cache_capacity) env["RINGRUN_CACHE_CAPACITY"] = std::to_string(*opt.cache_capacity);
       if (opt.stall_check_warning_s)
         env["RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS"] = format_seconds(*opt.stall_check_warning_s);
       if (opt.stall_check_shutdown_s)

@@ -114,6 +114,22 @@ TEST_CASE("plan: the environment of design.md for every rank") {
   CHECK(env.at("OMP_NUM_THREADS") == "1");
 }
 
+TEST_CASE("plan: the engine's knobs reach every rank only when given") {
+  LaunchOptions o = options(2);
+  Plan plain = make_plan(inputs(parse_hosts_flag("n1:2")), o);
+  CHECK(plain.ranks[0].env.count("RINGRUN_CACHE_CAPACITY") == 0);
+  CHECK(plain.ranks[0].env.count("RINGRUN_TIMELINE_MARK_CYCLES") == 0);
+  o.cache_capacity = 0;
+  o.timeline_mark_cycles = true;
+  o.cycle_time_ms = 2.5;
+  Plan p = make_plan(inputs(parse_hosts_flag("n1:2")), o);
+  for (const auto& rank : p.ranks) {
+    CHECK(rank.env.at("RINGRUN_CACHE_CAPACITY") == "0");
+    CHECK(rank.env.at("RINGRUN_TIMELINE_MARK_CYCLES") == "1");
+    CHECK(rank.env.at("RINGRUN_CYCLE_TIME_MS") == "2.5");
+  }
+}
+
 TEST_CASE("plan: more ranks than explicit slots is an error unless --oversubscribe") {
   CHECK(error_of([] { make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), options(5)); }) ==
         "-np 5 : more ranks than the 4 slots of -H; lower -np, add slots or pass --oversubscribe");

@@ -66,7 +66,9 @@ TEST_CASE("engine through the C API: 3 processes, async ops from two threads, sy
     pids.push_back(spawn(program,
                          {"RINGRUN_RANK=" + std::to_string(r), "RINGRUN_SIZE=" + std::to_string(kRanks),
                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "RINGRUN_START_TIMEOUT=20",
-                          "RINGRUN_FUSION_THRESHOLD_MB=1", "RINGRUN_CYCLE_TIME_MS=1"},
+                          // Decimal values, as the launcher passes --fusion-threshold-mb 0.5 and kin.
+                          "RINGRUN_FUSION_THRESHOLD_MB=0.5", "RINGRUN_CYCLE_TIME_MS=0.5",
+                          "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS=30.5", "RINGRUN_TIMELINE_MARK_CYCLES=1"},
                          outputs.back()));
   }
   for (int r = 0; r < kRanks; ++r) {

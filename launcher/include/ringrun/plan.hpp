@@ -77,6 +77,8 @@ struct LaunchOptions {
   std::optional<double> fusion_threshold_mb;
   std::optional<double> cycle_time_ms;
   std::optional<std::string> timeline_filename;
+  bool timeline_mark_cycles = false;
+  std::optional<int> cache_capacity;
   std::optional<double> stall_check_warning_s;
   std::optional<double> stall_check_shutdown_s;
   std::vector<std::string> program;            // argv of the program, exactly as given

@@ -25,4 +25,14 @@ std::optional<long long> env_int(const char* name, long long min, long long max)
   return value;
 }
 
+std::optional<double> env_number(const char* name, double min, double max) {
+  auto text = env_string(name);
+  if (!text) return std::nullopt;
+  char* end = nullptr;
+  double value = std::strtod(text->c_str(), &end);
+  if (end == text->c_str() || *end != '\0' || !(value >= min && value <= max))
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{}='{}': expected a number from {} to {}", name, *text, min, max));
+  return value;
+}
+
 }  // namespace ringrun::core

@@ -36,6 +36,8 @@ inline constexpr EnvVariable kEnvironment[] = {
   {"RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", "engine: fail such ops after this (default 0: never)"},
   {"RINGRUN_CACHE_CAPACITY", "engine: response-cache entries (default 1024; 0: no cache)"},
   {"RINGRUN_FP16_COMPRESSION", "engine: 1: float32 allreduces travel as float16"},
+  {"RINGRUN_INLINE_BYTES", "engine: input bytes per rank that ride in each negotiation record (default 4096; 0: none)"},
+  {"RINGRUN_TIMELINE_MARK_CYCLES", "engine: 1: an instant mark in the timeline per cycle with work"},
 };
 // clang-format on
 
@@ -43,5 +45,7 @@ std::optional<std::string> env_string(const char* name);  // unset or empty: nul
 // The integer value of name; nullopt when unset; RuntimeError (bootstrap) when not an integer
 // in [min, max].
 std::optional<long long> env_int(const char* name, long long min, long long max);
+// The same for a decimal number ("2.5"): the launcher passes --cycle-time-ms and kin as given.
+std::optional<double> env_number(const char* name, double min, double max);
 
 }  // namespace ringrun::core

@@ -23,14 +23,16 @@ using core::Collective;
 
 EngineConfig EngineConfig::from_environment() {
   EngineConfig config;
-  if (auto mb = core::env_int("RINGRUN_FUSION_THRESHOLD_MB", 0, 1 << 20))
-    config.fusion_threshold_bytes = static_cast<std::size_t>(*mb) << 20;
-  if (auto ms = core::env_int("RINGRUN_CYCLE_TIME_MS", 0, 60000)) config.cycle_time = std::chrono::milliseconds(*ms);
+  // Decimal numbers: the launcher passes --fusion-threshold-mb 0.5 and kin as given.
+  if (auto mb = core::env_number("RINGRUN_FUSION_THRESHOLD_MB", 0, 1 << 20))
+    config.fusion_threshold_bytes = static_cast<std::size_t>(*mb * (1 << 20));
+  if (auto ms = core::env_number("RINGRUN_CYCLE_TIME_MS", 0, 60000))
+    config.cycle_time = std::chrono::microseconds(static_cast<long long>(*ms * 1000));
   if (auto file = core::env_string("RINGRUN_TIMELINE_FILENAME")) config.timeline_filename = *file;
-  if (auto s = core::env_int("RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", 0, 1 << 24))
-    config.stall_warning = std::chrono::seconds(*s);
-  if (auto s = core::env_int("RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", 0, 1 << 24))
-    config.stall_shutdown = std::chrono::seconds(*s);
+  if (auto s = core::env_number("RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", 0, 1 << 24))
+    config.stall_warning = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
+  if (auto s = core::env_number("RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", 0, 1 << 24))
+    config.stall_shutdown = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
   if (auto n = core::env_int("RINGRUN_CACHE_CAPACITY", 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
   if (auto on = core::env_int("RINGRUN_FP16_COMPRESSION", 0, 1)) config.fp16_compression = *on == 1;
   if (auto n = core::env_int("RINGRUN_INLINE_BYTES", 0, 1 << 20)) config.inline_bytes = static_cast<std::size_t>(*n);
@@ -581,8 +583,8 @@ void Engine::check_stalls(Clock::time_point now, std::vector<std::pair<std::stri
     std::string message = fmt::format("tensor '{}' ({}) has waited {:.1f} s: submitted by {}, not by {}", name, what,
                                       seconds(age), join_ranks(submitted), missing);
     if (shut) {
-      to_fail.emplace_back(name, fmt::format("stalled: {} (RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS={})", message,
-                                             std::chrono::duration_cast<std::chrono::seconds>(config_.stall_shutdown).count()));
+      to_fail.emplace_back(name, fmt::format("stalled: {} (RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS={:g})", message,
+                                             seconds(config_.stall_shutdown)));
     } else {
       std::fprintf(stderr, "ringrun: stall warning: %s\n", message.c_str());
       entry.last_warned = now;
