@@ -331,6 +331,41 @@ TEST_CASE("engine: small cached allreduces complete from the negotiation records
   }
 }
 
+TEST_CASE("engine: tensors of at least unfused_min_bytes run on their own buffers, the small ones fuse") {
+  std::vector<engine::EngineStats> stats(2);
+  std::atomic<int> wrong{0};
+  test::run_ranks(2, Placement::separate_hosts, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.unfused_min_bytes = 256;  // 64 floats
+    config.inline_bytes = 0;         // every op through a collective
+    Engine engine(comm, config);
+    std::vector<std::vector<float>> in, out;
+    std::vector<std::shared_ptr<OpState>> states;
+    for (int k = 0; k < 8; ++k) {
+      const std::size_t count = k % 2 ? 100 : 10;  // 400 bytes alone, 40 bytes fused
+      in.emplace_back(count, static_cast<float>(rank + k));
+      out.emplace_back(count, -1.0f);
+    }
+    for (int k = 0; k < 8; ++k) {
+      OpRequest r;
+      r.name = "t" + std::to_string(k);
+      r.send = in[static_cast<std::size_t>(k)].data();
+      r.recv = out[static_cast<std::size_t>(k)].data();
+      r.count = in[static_cast<std::size_t>(k)].size();
+      states.push_back(engine.submit(r));
+    }
+    for (int k = 0; k < 8; ++k) {
+      REQUIRE(states[static_cast<std::size_t>(k)]->wait() == RINGRUN_OK);
+      for (float v : out[static_cast<std::size_t>(k)])
+        if (v != static_cast<float>(2 * k + 1)) ++wrong;
+    }
+    engine.shutdown();
+    stats[static_cast<std::size_t>(rank)] = engine.stats();
+  });
+  CHECK(wrong == 0);
+  for (auto& st : stats) CHECK(st.fused_tensors <= 4);  // only the 10-float ones may share a buffer
+}
+
 TEST_CASE("engine: a mismatch fails that op on every rank, naming the tensor and the ranks; others go on") {
   constexpr int kRanks = 3;
   std::vector<std::string> messages(kRanks);

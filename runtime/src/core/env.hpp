@@ -37,6 +37,7 @@ inline constexpr EnvVariable kEnvironment[] = {
   {"RINGRUN_CACHE_CAPACITY", "engine: response-cache entries (default 1024; 0: no cache)"},
   {"RINGRUN_FP16_COMPRESSION", "engine: 1: float32 allreduces travel as float16"},
   {"RINGRUN_INLINE_BYTES", "engine: input bytes per rank that ride in each negotiation record (default 4096; 0: none)"},
+  {"RINGRUN_UNFUSED_MIN_BYTES", "engine: allreduces of at least this many bytes skip the fusion buffer (default 1 MiB)"},
   {"RINGRUN_TIMELINE_MARK_CYCLES", "engine: 1: an instant mark in the timeline per cycle with work"},
 };
 // clang-format on

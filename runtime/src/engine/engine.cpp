@@ -37,6 +37,7 @@ EngineConfig EngineConfig::from_environment() {
   if (auto on = core::env_int("RINGRUN_FP16_COMPRESSION", 0, 1)) config.fp16_compression = *on == 1;
   if (auto n = core::env_int("RINGRUN_INLINE_BYTES", 0, 1 << 20)) config.inline_bytes = static_cast<std::size_t>(*n);
   if (auto on = core::env_int("RINGRUN_TIMELINE_MARK_CYCLES", 0, 1)) config.timeline_mark_cycles = *on == 1;
+  if (auto n = core::env_int("RINGRUN_UNFUSED_MIN_BYTES", 0, 1ll << 40)) config.unfused_min_bytes = static_cast<std::size_t>(*n);
   return config;
 }
 
@@ -718,7 +719,12 @@ void Engine::execute(const std::vector<std::string>& ready) {
     // Device buffers go to NCCL one by one: the fusion buffer is host memory and is filled with
     // memcpy. Programs keep a tensor on the same kind of memory on every rank, so every rank
     // still forms the same groups.
-    if (op->request.kind != Collective::allreduce || core::locate_buffer(op->request.recv).device) {
+    // A large tensor also runs alone, on its own buffers: copying it into the fusion buffer and
+    // back costs two passes over it, far more than the one synchronisation fusion would save.
+    const std::size_t bytes = op->request.count * core::dtype_size(op->request.dtype);
+    const bool compress = config_.fp16_compression && op->request.dtype == RINGRUN_FLOAT32;
+    if (op->request.kind != Collective::allreduce || core::locate_buffer(op->request.recv).device ||
+        (bytes >= config_.unfused_min_bytes && !compress)) {
       others.push_back(op);
       continue;
     }

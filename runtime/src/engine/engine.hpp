@@ -41,6 +41,9 @@ class Engine;
 
 struct EngineConfig {
   std::size_t fusion_threshold_bytes = 128u << 20;   // RINGRUN_FUSION_THRESHOLD_MB
+  // Allreduces of at least this many bytes skip the fusion buffer and run on their own buffers
+  // (RINGRUN_UNFUSED_MIN_BYTES): for them the two copies cost more than the saved synchronisation.
+  std::size_t unfused_min_bytes = 1u << 20;
   std::chrono::microseconds cycle_time{1000};         // RINGRUN_CYCLE_TIME_MS: the longest wait to batch
   std::string timeline_filename;                      // RINGRUN_TIMELINE_FILENAME; empty: none
   bool timeline_mark_cycles = false;                  // RINGRUN_TIMELINE_MARK_CYCLES: a mark per cycle with work

@@ -109,6 +109,54 @@ void copy_out(char* dst, const char* src, std::size_t n, bool stream) {
   std::memcpy(dst, src, n);
 }
 
+// The last reduction step of a shard, for float32 sums (what gradients are): ring = a + b and the
+// same values to out, in one pass. Reducing into the ring chunk and then copying it out reads the
+// result back once more; on the large messages that matter here that extra pass is about a tenth
+// of the work. out gets non-temporal stores when stream (see copy_out).
+void sum_f32_to_both(float* ring, char* out, const float* a, const float* b, std::size_t n, bool stream) {
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  // Scalar until out is 16-byte aligned (the non-temporal store needs it; elements are 4-byte).
+  while (i < n && (reinterpret_cast<std::uintptr_t>(out + i * 4) & 15) != 0) {
+    const float v = a[i] + b[i];
+    ring[i] = v;
+    std::memcpy(out + i * 4, &v, 4);
+    ++i;
+  }
+  if ((reinterpret_cast<std::uintptr_t>(out + i * 4) & 15) == 0) {
+    for (; i + 16 <= n; i += 16) {
+      __m128 v0 = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
+      __m128 v1 = _mm_add_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(b + i + 4));
+      __m128 v2 = _mm_add_ps(_mm_loadu_ps(a + i + 8), _mm_loadu_ps(b + i + 8));
+      __m128 v3 = _mm_add_ps(_mm_loadu_ps(a + i + 12), _mm_loadu_ps(b + i + 12));
+      _mm_storeu_ps(ring + i, v0);
+      _mm_storeu_ps(ring + i + 4, v1);
+      _mm_storeu_ps(ring + i + 8, v2);
+      _mm_storeu_ps(ring + i + 12, v3);
+      auto* o = reinterpret_cast<float*>(out + i * 4);
+      if (stream) {
+        _mm_stream_ps(o, v0);
+        _mm_stream_ps(o + 4, v1);
+        _mm_stream_ps(o + 8, v2);
+        _mm_stream_ps(o + 12, v3);
+      } else {
+        _mm_store_ps(o, v0);
+        _mm_store_ps(o + 4, v1);
+        _mm_store_ps(o + 8, v2);
+        _mm_store_ps(o + 12, v3);
+      }
+    }
+  }
+#else
+  (void)stream;
+#endif
+  for (; i < n; ++i) {
+    const float v = a[i] + b[i];
+    ring[i] = v;
+    std::memcpy(out + i * 4, &v, 4);
+  }
+}
+
 // Orders non-temporal stores before whatever the caller does after the collective returns.
 void stream_fence() {
 #if defined(__SSE2__)
@@ -383,10 +431,22 @@ void ShmTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
         const std::size_t at = own.begin * esize;
         char* mine = ring(r, g) + at;
         auto source = [&](int p) -> const char* { return p == r ? send + offset + at : ring(p, g) + at; };
-        reduce(mine, source(0), source(1), own.size, header.dtype, header.op);
-        for (int p = 2; p < n; ++p) reduce(mine, mine, source(p), own.size, header.dtype, header.op);
-        if (header.op == RINGRUN_AVERAGE) finish_average(mine, own.size, header.dtype, n);
-        copy_out(recv + offset + at, mine, own.size * esize, stream);
+        if (header.dtype == RINGRUN_FLOAT32 && header.op == RINGRUN_SUM) {
+          // The same order as below ((s0 + s1) + s2 ...), the last addition writing both outputs.
+          const float* acc = reinterpret_cast<const float*>(source(0));
+          if (n > 2) {
+            reduce(mine, source(0), source(1), own.size, header.dtype, header.op);
+            for (int p = 2; p < n - 1; ++p) reduce(mine, mine, source(p), own.size, header.dtype, header.op);
+            acc = reinterpret_cast<const float*>(mine);
+          }
+          sum_f32_to_both(reinterpret_cast<float*>(mine), recv + offset + at, acc,
+                          reinterpret_cast<const float*>(source(n > 2 ? n - 1 : 1)), own.size, stream);
+        } else {
+          reduce(mine, source(0), source(1), own.size, header.dtype, header.op);
+          for (int p = 2; p < n; ++p) reduce(mine, mine, source(p), own.size, header.dtype, header.op);
+          if (header.op == RINGRUN_AVERAGE) finish_average(mine, own.size, header.dtype, n);
+          copy_out(recv + offset + at, mine, own.size * esize, stream);
+        }
       }
       publish(me.chunk_reduced, g);
     }
