@@ -110,6 +110,58 @@ TEST_CASE("allreduce: shared memory around the streamed path's thresholds, every
   }
 }
 
+TEST_CASE("allreduce_scattered: tensors read and written in place as one allreduce, every dtype and op") {
+  // The engine's fusion without a fusion buffer: the concatenation of uneven spans (one empty,
+  // some in place, each its own allocation) must equal one allreduce of the concatenated input.
+  for (int n : {1, 2, 3, 4}) {
+    CAPTURE(n);
+    test::run_ranks(n, Placement::one_host, [&](int rank, Communicator& comm) {
+      REQUIRE(comm.can_allreduce_scattered());
+      for (auto dtype : kDtypes)
+        for (auto op : kOps)
+          for (std::size_t count : {std::size_t{7}, std::size_t{5003}, std::size_t{(1u << 20) + 3}}) {
+            if (count > 100000 && !(dtype == RINGRUN_FLOAT32 && (op == RINGRUN_SUM || op == RINGRUN_MAX))) continue;
+            const std::size_t esize = core::dtype_size(dtype);
+            auto input = make_input(rank, count, dtype, op);
+            auto expected = reference(n, count, dtype, op);
+            // Span sizes in elements: 1, 0, 13, 2, 997, ... until count is used up.
+            std::vector<std::size_t> sizes;
+            for (std::size_t used = 0, k = 0; used < count; ++k) {
+              std::size_t want = k == 1 ? 0 : (k * 997 + 1) % (count / 3 + 2);
+              want = std::min(want, count - used);
+              sizes.push_back(want);
+              used += want;
+            }
+            std::vector<std::vector<char>> sends, recvs;
+            std::vector<core::BufferSpan> spans;
+            std::size_t at = 0;
+            for (std::size_t k = 0; k < sizes.size(); ++k) {
+              const std::size_t bytes = sizes[k] * esize;
+              sends.emplace_back(input.begin() + static_cast<long>(at), input.begin() + static_cast<long>(at + bytes));
+              recvs.emplace_back(bytes + 1, '\x5a');
+              const bool in_place = k % 3 == 2;
+              spans.push_back({sends.back().data(), in_place ? sends.back().data() : recvs.back().data(), bytes});
+              at += bytes;
+            }
+            comm.allreduce_scattered(spans, dtype, op);
+            std::vector<char> got;
+            for (std::size_t k = 0; k < spans.size(); ++k) {
+              const char* out = static_cast<const char*>(spans[k].recv);
+              got.insert(got.end(), out, out + spans[k].bytes);
+              if (spans[k].recv == recvs[k].data() && recvs[k].back() != '\x5a') FAIL_CHECK("wrote past span ", k);
+            }
+            expected.resize(count * esize);  // reference() leaves a guard byte at the end
+            if (got != expected) {
+              static std::mutex m;
+              std::lock_guard lock(m);
+              FAIL_CHECK("rank ", rank, ": scattered allreduce of ", count, " ", core::dtype_name(dtype), " ",
+                         core::op_name(op), " in ", spans.size(), " spans differs from the serial reference");
+            }
+          }
+    });
+  }
+}
+
 TEST_CASE("broadcast and allgather: shared memory around the streamed path's thresholds") {
   for (int n : {2, 3}) {
     test::run_ranks(n, Placement::one_host, [&](int rank, Communicator& comm) {

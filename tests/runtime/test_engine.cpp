@@ -452,7 +452,9 @@ TEST_CASE("engine: the timeline is valid JSON after every flush and holds an eve
   for (int k = 0; k < 40; ++k) names.push_back("layer" + std::to_string(k) + ".weight \"q\"");
   bool mid_valid = false, end_valid = false;
   std::string mid_why, end_why;
-  test::run_ranks(2, Placement::one_host, [&](int rank, Communicator& comm) {
+  // Separate hosts (TCP): fused groups go through the fusion buffer there, so its copy phases
+  // show (over shared memory the transport reads the tensors in place and there are none).
+  test::run_ranks(2, Placement::separate_hosts, [&](int rank, Communicator& comm) {
     EngineConfig config = quick_config();
     config.timeline_filename = path;
     config.timeline_mark_cycles = true;

@@ -181,6 +181,30 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, ri
   });
 }
 
+bool Communicator::can_allreduce_scattered() const { return !transport_ || transport_->scattered(); }
+
+void Communicator::allreduce_scattered(std::span<const BufferSpan> spans, ringrun_dtype dtype, ringrun_op op) {
+  run(Collective::allreduce, "allreduce", [&] {
+    check_type("allreduce", dtype);
+    require(valid_op(op), "allreduce", fmt::format("unknown op {}", static_cast<int>(op)));
+    const std::size_t esize = dtype_size(dtype);
+    std::size_t count = 0;
+    for (const auto& span : spans) {
+      require(span.bytes % esize == 0, "allreduce", fmt::format("a span of {} bytes is not whole {} elements", span.bytes, dtype_name(dtype)));
+      require(span.bytes == 0 || (span.send && span.recv), "allreduce", "send or recv is null");
+      count += span.bytes / esize;
+    }
+    OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allreduce, .dtype = dtype, .op = op};
+    if (!transport_) {
+      for (const auto& span : spans)
+        if (span.send != span.recv && span.bytes) std::memmove(span.recv, span.send, span.bytes);
+      return;
+    }
+    require(transport_->scattered(), "allreduce", fmt::format("the {} transport has no scattered allreduce", transport_->name()));
+    transport_->allreduce_scattered(header, spans);
+  });
+}
+
 void Communicator::broadcast(void* buf, std::size_t count, ringrun_dtype dtype, int root) {
   run(Collective::broadcast, "broadcast", [&] {
     check_type("broadcast", dtype);

@@ -16,12 +16,12 @@
 #include <string>
 
 #include "core/world.hpp"
+#include "transport/transport.hpp"
 
 namespace ringrun::core {
 
 class Exchange;
 class TcpMesh;
-class Transport;
 
 struct CommunicatorConfig {
   int rank = 0;
@@ -52,6 +52,12 @@ class Communicator {
   void broadcast(void* buf, std::size_t count, ringrun_dtype dtype, int root);
   void allgather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv);
   void barrier();
+
+  // Tensor fusion without a fusion buffer: one allreduce over the concatenation of spans (every
+  // span's bytes a whole number of dtype elements), each read and written in place. Only when
+  // can_allreduce_scattered() (the shared-memory transport, or one rank); otherwise the caller packs.
+  bool can_allreduce_scattered() const;
+  void allreduce_scattered(std::span<const BufferSpan> spans, ringrun_dtype dtype, ringrun_op op);
 
   // Barrier over TCP (every rank is past its last collective), then closes the connections.
   // Throws if the barrier fails; the connections are closed either way.

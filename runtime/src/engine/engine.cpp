@@ -116,6 +116,7 @@ enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2
 enum Flags : std::uint8_t { kFlagShutdown = 1, kFlagPending = 2 };
 constexpr std::size_t kFixedHeaderBytes = 8;  // u32 payload bytes, u8 flags, 3 spare
 constexpr std::size_t kInlineAlign = 16;      // each inline tensor starts aligned for any dtype
+constexpr std::size_t kInlineMaxPending = 16;  // a rank with more pending ops sends no inline data
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
 
@@ -402,7 +403,8 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
   // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
   // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
   // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
-  if (inline_bytes) {
+  // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
+  if (inline_bytes && local_ops_.size() <= kInlineMaxPending) {
     std::vector<std::pair<std::size_t, const OpRequest*>> candidates;
     for (const auto& [name, op] : local_ops_) {
       const OpRequest& r = op.request;
@@ -553,7 +555,14 @@ void Engine::apply_description(int rank, const Description& description, Clock::
   }
   auto& slot = entry.per_rank[static_cast<std::size_t>(rank)];
   if (slot) throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {} submitted '{}' twice", rank, description.name));
-  slot = description;
+  // Everything but the name, which is the table's key: no string copy per rank and op.
+  slot.emplace();
+  slot->kind = description.kind;
+  slot->dtype = description.dtype;
+  slot->op = description.op;
+  slot->root = description.root;
+  slot->count = description.count;
+  slot->cacheable = description.cacheable;
   entry.arrival[static_cast<std::size_t>(rank)] = now;
   ++entry.present;
 }
@@ -626,11 +635,13 @@ void Engine::fail_everything(int code, const std::string& message) {
   for (auto& name : names) fail_entry(name, code, message);
 }
 
-void Engine::update_cache(const std::string& name, const Description& description) {
-  if (!description.cacheable || config_.cache_capacity == 0) return;
+void Engine::update_cache(const std::string& name, const Description& shape) {
+  if (!shape.cacheable || config_.cache_capacity == 0) return;
+  Description description = shape;  // the table's copies leave the name out
+  description.name = name;
   auto it = cache_index_.find(name);
   if (it != cache_index_.end()) {
-    cache_[it->second] = description;
+    if (!(cache_[it->second] == description)) cache_[it->second] = std::move(description);
     cache_used_[it->second] = cycle_number_;
   } else if (cache_.size() < config_.cache_capacity) {
     cache_index_.emplace(name, cache_.size());
@@ -767,6 +778,29 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::
     if (timeline_) {
       timeline_->span(first.name, "QUEUE", ready_at, start);
       timeline_->span(first.name, "ALLREDUCE", start, Clock::now());
+    }
+    return;
+  }
+  if (!compress && comm_.can_allreduce_scattered()) {
+    // The transport reads every tensor in place and writes every result in place: no copies
+    // into a fusion buffer and back, which cost as much as the allreduce itself.
+    std::vector<core::BufferSpan> spans;
+    spans.reserve(group.size());
+    const std::size_t esize = core::dtype_size(first.dtype);
+    for (LocalOp* op : group) spans.push_back({op->request.send, op->request.recv, op->request.count * esize});
+    const auto start = Clock::now();
+    comm_.allreduce_scattered(spans, first.dtype, first.op);
+    {
+      std::lock_guard lock(stats_mutex_);
+      ++stats_.fused_allreduces;
+      stats_.fused_tensors += group.size();
+    }
+    if (timeline_) {
+      const auto end = Clock::now();
+      for (LocalOp* op : group) {
+        timeline_->span(op->request.name, "QUEUE", ready_at, start);
+        timeline_->span(op->request.name, "ALLREDUCE", start, end);
+      }
     }
     return;
   }

@@ -159,7 +159,7 @@ class Engine {
   // A name pending somewhere, in the table every rank keeps identically.
   struct Entry {
     std::uint64_t seq = 0;                                   // creation order = execution order
-    std::vector<std::optional<Description>> per_rank;        // what each rank submitted
+    std::vector<std::optional<Description>> per_rank;        // what each rank submitted (name left empty)
     std::vector<std::chrono::steady_clock::time_point> arrival;  // when each rank's submission was applied here
     int present = 0;
     std::chrono::steady_clock::time_point first_seen;
@@ -210,7 +210,7 @@ class Engine {
 
   // Owned by the background thread.
   std::unordered_map<std::string, LocalOp> local_ops_;  // sent in a cycle, not yet done
-  std::map<std::string, Entry> table_;
+  std::unordered_map<std::string, Entry> table_;  // execution order is Entry::seq, not this map's
   std::uint64_t next_entry_seq_ = 0;
   std::vector<Description> cache_;                       // by cache bit
   std::vector<std::uint64_t> cache_used_;                // by cache bit: the cycle it last completed an op (LRU)

@@ -8,9 +8,23 @@
 // dies. After an exception the transport is in an unknown state and must not be used again.
 #pragma once
 
+#include <cstddef>
+#include <span>
+
+#include <fmt/format.h>
+
 #include "core/world.hpp"
+#include "ringrun/runtime.hpp"
 
 namespace ringrun::core {
+
+// One tensor of a scattered allreduce: bytes from send reduced into recv (send == recv: in place).
+// The spans of one call are one logical buffer, their concatenation.
+struct BufferSpan {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t bytes = 0;
+};
 
 class Transport {
  public:
@@ -23,6 +37,14 @@ class Transport {
   // recv (size * count elements) = every rank's send, in rank order.
   virtual void allgather(const OpHeader& header, const void* send, void* recv) = 0;
   virtual void barrier(const OpHeader& header) = 0;
+  // Allreduce of the concatenation of spans (header.count elements in all), reading and writing
+  // the spans in place: tensor fusion without copies into a fusion buffer and back. Only
+  // transports that return true from scattered() implement it.
+  virtual bool scattered() const { return false; }
+  virtual void allreduce_scattered(const OpHeader& header, std::span<const BufferSpan> spans) {
+    (void)spans;
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: the {} transport has no scattered allreduce", header.describe(), name()));
+  }
 };
 
 }  // namespace ringrun::core

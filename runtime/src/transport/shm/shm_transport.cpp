@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <span>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -369,27 +371,73 @@ void ShmTransport::barrier(const OpHeader& header) {
   publish(me.consumed);
 }
 
-void ShmTransport::allreduce_direct(const OpHeader& header, const char* send, char* recv) {
+// The spans of a call as one logical buffer: each(offset, length, f) calls
+// f(send, recv, bytes, done) for every piece of [offset, offset + length), done counting the bytes
+// before it. A plain allreduce is one span.
+class ShmTransport::Pieces {
+ public:
+  explicit Pieces(std::span<const BufferSpan> spans) : spans_(spans) {
+    starts_.reserve(spans.size());
+    std::size_t at = 0;
+    for (const auto& span : spans) {
+      starts_.push_back(at);
+      at += span.bytes;
+    }
+    total_ = at;
+  }
+  std::size_t bytes() const { return total_; }
+  template <typename F> void each(std::size_t offset, std::size_t length, F&& f) const {
+    if (length == 0) return;
+    std::size_t i = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin()) - 1;
+    std::size_t done = 0;
+    while (done < length) {
+      const BufferSpan& span = spans_[i];
+      const std::size_t within = offset + done - starts_[i];
+      const std::size_t n = std::min(length - done, span.bytes - within);
+      if (n > 0) f(static_cast<const char*>(span.send) + within, static_cast<char*>(span.recv) + within, n, done);
+      done += n;
+      ++i;
+    }
+  }
+
+ private:
+  std::span<const BufferSpan> spans_;
+  std::vector<std::size_t> starts_;
+  std::size_t total_ = 0;
+};
+
+void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces) {
   const int n = world_.size;
   Control& me = control(world_.rank);
   const std::size_t bytes = header.bytes();
+  const std::size_t esize = dtype_size(header.dtype);
   begin_round(header, true);
-  if (bytes) std::memcpy(slot(world_.rank, round_), send, bytes);  // count 0: send may be null
+  char* mine = slot(world_.rank, round_);
+  pieces.each(0, bytes, [&](const char* in, char*, std::size_t len, std::size_t done) { std::memcpy(mine + done, in, len); });
   publish(me.arrived);
   wait_all(&Control::arrived, round_, "allreduce");
   check_headers(header);
   // Every rank reduces everything in rank order: identical results everywhere, one sync.
-  reduce(recv, slot(0, round_), slot(1, round_), header.count, header.dtype, header.op);
-  for (int p = 2; p < n; ++p) reduce(recv, recv, slot(p, round_), header.count, header.dtype, header.op);
-  if (header.op == RINGRUN_AVERAGE) finish_average(recv, header.count, header.dtype, n);
+  pieces.each(0, bytes, [&](const char*, char* out, std::size_t len, std::size_t done) {
+    const std::size_t m = len / esize;
+    reduce(out, slot(0, round_) + done, slot(1, round_) + done, m, header.dtype, header.op);
+    for (int p = 2; p < n; ++p) reduce(out, out, slot(p, round_) + done, m, header.dtype, header.op);
+    if (header.op == RINGRUN_AVERAGE) finish_average(out, m, header.dtype, n);
+  });
   publish(me.consumed);
 }
 
-void ShmTransport::allreduce(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
-  const auto* send = static_cast<const char*>(send_ptr);
-  auto* recv = static_cast<char*>(recv_ptr);
+void ShmTransport::allreduce(const OpHeader& header, const void* send, void* recv) {
+  const BufferSpan whole{send, recv, header.bytes()};
+  allreduce_scattered(header, {&whole, 1});
+}
+
+void ShmTransport::allreduce_scattered(const OpHeader& header, std::span<const BufferSpan> spans) {
+  const Pieces pieces(spans);
   const std::size_t bytes = header.bytes();
-  if (bytes <= kDirectMaxBytes && bytes <= slot_bytes_) return allreduce_direct(header, send, recv);
+  if (pieces.bytes() != bytes)
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("allreduce: spans of {} bytes for {}", pieces.bytes(), header.describe()));
+  if (bytes <= kDirectMaxBytes && bytes <= slot_bytes_) return allreduce_direct(header, pieces);
 
   const int n = world_.size, r = world_.rank;
   Control& me = control(r);
@@ -397,6 +445,7 @@ void ShmTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
   const std::size_t per_chunk = chunk_bytes(bytes) / esize;
   const std::size_t chunks = (header.count + per_chunk - 1) / per_chunk;
   const bool stream = bytes >= kStreamMinBytes;
+  const bool f32_sum = header.dtype == RINGRUN_FLOAT32 && header.op == RINGRUN_SUM;
   begin_streamed(header);
   const std::uint32_t first = chunk_ + 1;
   chunk_ += static_cast<std::uint32_t>(chunks);
@@ -407,13 +456,15 @@ void ShmTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
     if (step < chunks) {
       const std::size_t k = step, m = elements(k);
       const std::uint32_t g = first + static_cast<std::uint32_t>(k);
-      const char* in = send + k * per_chunk * esize;
+      const std::size_t offset = k * per_chunk * esize;
       reserve_ring(g, "allreduce");
       char* mine = ring(r, g);
       for (int p = 0; p < n; ++p) {
         if (p == r) continue;
         Range s = shard(m, esize, n, p);
-        std::memcpy(mine + s.begin * esize, in + s.begin * esize, s.size * esize);
+        char* to = mine + s.begin * esize;
+        pieces.each(offset + s.begin * esize, s.size * esize,
+                    [&](const char* in, char*, std::size_t len, std::size_t done) { std::memcpy(to + done, in, len); });
       }
       publish(me.chunk_arrived, g);
       if (step == 0) {
@@ -427,27 +478,29 @@ void ShmTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
       const std::size_t offset = k * per_chunk * esize;
       wait_all(&Control::chunk_arrived, g, "allreduce");
       Range own = shard(m, esize, n, r);
-      if (own.size > 0) {
-        const std::size_t at = own.begin * esize;
-        char* mine = ring(r, g) + at;
-        auto source = [&](int p) -> const char* { return p == r ? send + offset + at : ring(p, g) + at; };
-        if (header.dtype == RINGRUN_FLOAT32 && header.op == RINGRUN_SUM) {
+      const std::size_t at = own.begin * esize;
+      // Piece by piece of this rank's own input (tensor boundaries are element boundaries).
+      pieces.each(offset + at, own.size * esize, [&](const char* in, char* out, std::size_t len, std::size_t done) {
+        const std::size_t count = len / esize;
+        char* mine = ring(r, g) + at + done;
+        auto source = [&](int p) -> const char* { return p == r ? in : ring(p, g) + at + done; };
+        if (f32_sum) {
           // The same order as below ((s0 + s1) + s2 ...), the last addition writing both outputs.
           const float* acc = reinterpret_cast<const float*>(source(0));
           if (n > 2) {
-            reduce(mine, source(0), source(1), own.size, header.dtype, header.op);
-            for (int p = 2; p < n - 1; ++p) reduce(mine, mine, source(p), own.size, header.dtype, header.op);
+            reduce(mine, source(0), source(1), count, header.dtype, header.op);
+            for (int p = 2; p < n - 1; ++p) reduce(mine, mine, source(p), count, header.dtype, header.op);
             acc = reinterpret_cast<const float*>(mine);
           }
-          sum_f32_to_both(reinterpret_cast<float*>(mine), recv + offset + at, acc,
-                          reinterpret_cast<const float*>(source(n > 2 ? n - 1 : 1)), own.size, stream);
+          sum_f32_to_both(reinterpret_cast<float*>(mine), out, acc,
+                          reinterpret_cast<const float*>(source(n > 2 ? n - 1 : 1)), count, stream);
         } else {
-          reduce(mine, source(0), source(1), own.size, header.dtype, header.op);
-          for (int p = 2; p < n; ++p) reduce(mine, mine, source(p), own.size, header.dtype, header.op);
-          if (header.op == RINGRUN_AVERAGE) finish_average(mine, own.size, header.dtype, n);
-          copy_out(recv + offset + at, mine, own.size * esize, stream);
+          reduce(mine, source(0), source(1), count, header.dtype, header.op);
+          for (int p = 2; p < n; ++p) reduce(mine, mine, source(p), count, header.dtype, header.op);
+          if (header.op == RINGRUN_AVERAGE) finish_average(mine, count, header.dtype, n);
+          copy_out(out, mine, len, stream);
         }
-      }
+      });
       publish(me.chunk_reduced, g);
     }
     if (step >= 2) {
@@ -458,7 +511,9 @@ void ShmTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
       for (int p = 0; p < n; ++p) {
         if (p == r) continue;
         Range s = shard(m, esize, n, p);
-        copy_out(recv + offset + s.begin * esize, ring(p, g) + s.begin * esize, s.size * esize, stream);
+        const char* from = ring(p, g) + s.begin * esize;
+        pieces.each(offset + s.begin * esize, s.size * esize,
+                    [&](const char*, char* out, std::size_t len, std::size_t done) { copy_out(out, from + done, len, stream); });
       }
       publish(me.chunk_consumed, g);
     }

@@ -47,6 +47,8 @@ class ShmTransport final : public Transport {
 
   const char* name() const override { return "shm"; }
   void allreduce(const OpHeader& header, const void* send, void* recv) override;
+  bool scattered() const override { return true; }
+  void allreduce_scattered(const OpHeader& header, std::span<const BufferSpan> spans) override;
   void broadcast(const OpHeader& header, void* buf) override;
   void allgather(const OpHeader& header, const void* send, void* recv) override;
   void barrier(const OpHeader& header) override;
@@ -70,7 +72,8 @@ class ShmTransport final : public Transport {
   void wait_all(std::atomic<std::uint32_t> Control::*counter, std::uint32_t target, const char* what);
   void wait(int peer, std::atomic<std::uint32_t>& counter, std::uint32_t target, const char* what);
   void check_headers(const OpHeader& header);
-  void allreduce_direct(const OpHeader& header, const char* send, char* recv);
+  class Pieces;
+  void allreduce_direct(const OpHeader& header, const Pieces& pieces);
 
   TcpMesh& mesh_;
   const World& world_;
