@@ -377,6 +377,10 @@ void ShmTransport::barrier(const OpHeader& header) {
 class ShmTransport::Pieces {
  public:
   explicit Pieces(std::span<const BufferSpan> spans) : spans_(spans) {
+    if (spans.size() == 1) {  // a plain allreduce: no allocation on the latency path
+      total_ = spans[0].bytes;
+      return;
+    }
     starts_.reserve(spans.size());
     std::size_t at = 0;
     for (const auto& span : spans) {
@@ -388,6 +392,10 @@ class ShmTransport::Pieces {
   std::size_t bytes() const { return total_; }
   template <typename F> void each(std::size_t offset, std::size_t length, F&& f) const {
     if (length == 0) return;
+    if (spans_.size() == 1) {
+      f(static_cast<const char*>(spans_[0].send) + offset, static_cast<char*>(spans_[0].recv) + offset, length, std::size_t{0});
+      return;
+    }
     std::size_t i = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin()) - 1;
     std::size_t done = 0;
     while (done < length) {
