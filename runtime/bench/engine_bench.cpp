@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -185,6 +186,7 @@ class WorkloadRunner {
   // Every tensor submitted as a named async allreduce, then all waited for.
   void engine_step() {
     if (options_.shuffle) std::shuffle(order_.begin(), order_.end(), shuffler_);
+    const auto start = Clock::now();
     for (const std::size_t i : order_) {
       const Tensor &tensor = workload_.tensors[i];
       check_rc(ringrun_allreduce_async(names_[i].c_str(), send_.data() + tensor.offset * element_,
@@ -192,7 +194,17 @@ class WorkloadRunner {
                                        options_.op, &handles_[i]),
                "ringrun_allreduce_async");
     }
+    submit_seconds_ += seconds_since(start);
+    ++steps_;
     for (const std::size_t i : order_) check_rc(ringrun_wait(handles_[i]), "ringrun_wait");
+  }
+
+  // Mean time of a step's submission loop on this rank since the last reset: the part of the
+  // step the engine's thread could overlap with.
+  double mean_submit_seconds() const { return steps_ ? submit_seconds_ / static_cast<double>(steps_) : 0; }
+  void reset_submit_seconds() {
+    submit_seconds_ = 0;
+    steps_ = 0;
   }
 
   // The peer's calls for the same tensors one by one, and for the total at once; empty when the
@@ -240,6 +252,8 @@ class WorkloadRunner {
   std::vector<ringrun_handle> handles_;
   std::vector<std::size_t> order_;
   std::mt19937_64 shuffler_;  // seeded by rank: every rank submits in its own order
+  double submit_seconds_ = 0;
+  std::uint64_t steps_ = 0;
 };
 
 struct WorkloadRow {
@@ -249,6 +263,7 @@ struct WorkloadRow {
   std::optional<double> engine_us, first_step_us, one_big_us, one_by_one_us;
   std::optional<double> peer_one_by_one_us, peer_one_by_one_before_us, peer_one_big_us, one_big_via_engine_us;
   std::optional<double> fused_fraction, speedup_vs_peer;
+  std::optional<double> submit_us;  // mean submission loop per engine step, slowest rank
   std::string peer_note;  // why the peer columns are empty
 };
 
@@ -316,10 +331,12 @@ void print_workload_table(const std::vector<WorkloadRow> &rows) {
                verdict(row.speedup_vs_peer, row.speedup_vs_peer && *row.speedup_vs_peer >= kSpeedupTarget));
   }
   for (const WorkloadRow &row : rows) {
-    fmt::print("# {}: peer one-by-one {} us before the engine started, {} us alongside it; ringrun_allreduce of the "
-               "total through the running engine {} us{}\n",
-               row.label, or_dash(row.peer_one_by_one_before_us, 1), or_dash(row.peer_one_by_one_us, 1),
-               or_dash(row.one_big_via_engine_us, 1), row.peer_note.empty() ? "" : "; peer: " + row.peer_note);
+    fmt::print("# {}: submitting the tensors took {} us of an engine step (mean, slowest rank); peer one-by-one {} us "
+               "before the engine started, {} us alongside it; ringrun_allreduce of the total through the running "
+               "engine {} us{}\n",
+               row.label, or_dash(row.submit_us, 1), or_dash(row.peer_one_by_one_before_us, 1),
+               or_dash(row.peer_one_by_one_us, 1), or_dash(row.one_big_via_engine_us, 1),
+               row.peer_note.empty() ? "" : "; peer: " + row.peer_note);
   }
   std::fflush(stdout);
 }
@@ -344,14 +361,14 @@ std::string workload_json(const WorkloadRow &row, const EngineBenchOptions &opti
       "\"op\": \"{}\", \"ranks\": {}, \"shuffle\": {}, \"wrong\": {}, \"engine_us\": {}, \"first_step_us\": {}, "
       "\"one_big_us\": {}, \"one_by_one_us\": {}, \"peer\": {}, \"peer_one_by_one_us\": {}, "
       "\"peer_one_by_one_before_engine_us\": {}, \"peer_one_big_us\": {}, \"one_big_via_engine_us\": {}, "
-      "\"fused_frac\": {}, \"speedup_vs_peer\": {}, \"memcpy_GBps\": {}}}",
+      "\"fused_frac\": {}, \"speedup_vs_peer\": {}, \"submit_us\": {}, \"memcpy_GBps\": {}}}",
       row.label, row.tensors, row.bytes, dtype_name(options.dtype), op_name(options.op), context.ranks,
       options.shuffle ? "true" : "false", row.wrong ? fmt::format("{}", *row.wrong) : "null",
       json_number(row.engine_us), json_number(row.first_step_us), json_number(row.one_big_us),
       json_number(row.one_by_one_us), context.peer ? fmt::format("\"{}\"", context.peer_name) : "null",
       json_number(row.peer_one_by_one_us), json_number(row.peer_one_by_one_before_us),
       json_number(row.peer_one_big_us), json_number(row.one_big_via_engine_us), json_number(row.fused_fraction),
-      json_number(row.speedup_vs_peer), json_number(context.memcpy_GBps));
+      json_number(row.speedup_vs_peer), json_number(row.submit_us), json_number(context.memcpy_GBps));
 }
 
 std::string latency_json(const LatencyRow &row, const EngineBenchOptions &options, const EngineBenchContext &context) {
@@ -457,6 +474,7 @@ void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContex
 
     std::string why_not;
     const int warmup = step_warmup(options);
+    runner.reset_submit_seconds();
     const auto results = measure_alternating(
         {Contender{ringrun_barrier_or_fail, [&runner] { runner.engine_step(); }, warmup},
          Contender{peer_barrier, runner.peer_one_by_one(why_not), warmup},
@@ -465,6 +483,9 @@ void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContex
     row.engine_us = to_us(results[0]);
     row.peer_one_by_one_us = to_us(results[1]);
     row.one_big_via_engine_us = to_us(results[2]);
+    std::vector<double> submit{runner.mean_submit_seconds()};
+    max_over_ranks(submit);
+    row.submit_us = submit[0] * 1e6;
     row.fused_fraction = quotient(row.one_big_us, row.engine_us);
     row.speedup_vs_peer = quotient(row.peer_one_by_one_us, row.engine_us);
     if (row.peer_note.empty()) row.peer_note = why_not;
