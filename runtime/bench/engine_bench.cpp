@@ -318,6 +318,14 @@ void print_header(const EngineBenchOptions &options, const EngineBenchContext &c
   std::fflush(stdout);
 }
 
+// Met only when both fractions reach the target: fused_frac takes one_big_us from the phase before
+// the engine, and a load change between the phases (another job bound to the same cores, say) can
+// slow that phase alone and fake a "met"; frac_routed comes from samples alternated with the engine.
+bool fraction_target_met(const WorkloadRow &row) {
+  return row.fused_fraction && *row.fused_fraction >= kFusedFractionTarget &&
+         (!row.fused_fraction_routed || *row.fused_fraction_routed >= kFusedFractionTarget);
+}
+
 void print_workload_table(const std::vector<WorkloadRow> &rows) {
   fmt::print("#{:>10} {:>7} {:>10} {:>6} {:>10} {:>10} {:>10} {:>13} {:>12} {:>11} {:>14} {:>10} {:>11} {:>7} {:>9} "
              "{:>10}\n",
@@ -332,7 +340,7 @@ void print_workload_table(const std::vector<WorkloadRow> &rows) {
                or_dash(row.one_by_one_us, 1), or_dash(row.peer_one_by_one_us, 1), or_dash(row.peer_one_big_us, 1),
                or_dash(row.one_big_via_engine_us, 1), or_dash(row.fused_fraction, 3),
                or_dash(row.fused_fraction_routed, 3), or_dash(row.speedup_vs_peer, 2),
-               verdict(row.fused_fraction, row.fused_fraction && *row.fused_fraction >= kFusedFractionTarget),
+               verdict(row.fused_fraction, fraction_target_met(row)),
                verdict(row.speedup_vs_peer, row.speedup_vs_peer && *row.speedup_vs_peer >= kSpeedupTarget));
   }
   for (const WorkloadRow &row : rows) {
