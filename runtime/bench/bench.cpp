@@ -123,7 +123,8 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("-w,--warmup", options.warmup,
-                 "warm-up ops per size and library; default 50 below 1 MiB, 5 up to 16 MiB, 2 above")
+                 "warm-up ops per size and library; default 50 below 1 MiB, 5 up to 16 MiB, 2 above "
+                 "(engine: steps per workload, default 3, and ops per latency size as here)")
       ->check(CLI::Range(0, 1000000));
   app.add_option("--sample-ms", options.sample_ms, "target length of one sample (k ops back to back)")
       ->check(CLI::Range(0.0, 60000.0))

@@ -312,6 +312,12 @@ void print_header(const EngineBenchOptions &options, const EngineBenchContext &c
              "in every workload\n",
              env_or_default("RINGRUN_FUSION_THRESHOLD_MB", "128"), env_or_default("RINGRUN_CYCLE_TIME_MS", "1"),
              env_or_default("RINGRUN_CACHE_CAPACITY", "1024"));
+  const char *capacity = std::getenv("RINGRUN_CACHE_CAPACITY");
+  const std::size_t cache_entries = capacity && *capacity ? std::strtoull(capacity, nullptr, 10) : 1024;
+  if (options.run_fusion && options.fusion_tensors > cache_entries)
+    fmt::print("# note: {} tensors do not fit the response cache ({} entries): the names past it are described in "
+               "full every step (raise RINGRUN_CACHE_CAPACITY to compare)\n",
+               options.fusion_tensors, cache_entries);
   fmt::print("# peer: {}\n", context.peer ? context.peer->description(Collective::allreduce) : "none (--peer none)");
   fmt::print("# memcpy_1core_GBps {:.2f} (64 MiB glibc memcpy on rank 0, median of 20: how much of the machine was left)\n",
              context.memcpy_GBps);
