@@ -3,6 +3,8 @@
 // see the same machine state. Output as in shared/design.md, "Benchmark output"; RESULTS.md holds
 // the runs and describes the method and the columns.
 #include "check.hpp"
+#include "common.hpp"
+#include "engine_bench.hpp"
 #include "dtype.hpp"
 #include "peer.hpp"
 
@@ -45,9 +47,6 @@ std::string_view collective_name(Collective collective) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kMemcpyBytes = 64 * kMiB;
 constexpr std::size_t kMemcpyFracMinBytes = 16 * kMiB;  // memcpy_frac is shown from this size on
 
@@ -64,22 +63,9 @@ struct Options {
   std::string peer = "auto";
   bool check = false;
   bool json = false;
+  bool engine = false;  // --collective engine: the engine benchmark instead of the sweep
+  EngineBenchOptions engine_options;
 };
-
-bool mpi_initialized = false;
-
-[[noreturn]] void fail(const std::string &message) {
-  std::fprintf(stderr, "ringrun-bench: %s\n", message.c_str());
-  std::fflush(stderr);
-#ifdef RINGRUN_BENCH_HAVE_MPI
-  if (mpi_initialized) MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
-  std::exit(1);
-}
-
-void check_rc(int rc, std::string_view what) {
-  if (rc != 0) fail(fmt::format("{} failed ({}): {}", what, rc, ringrun_last_error()));
-}
 
 // Rank as the launcher set it, before any library is initialised: only rank 0 prints usage errors.
 int launcher_rank() {
@@ -90,6 +76,17 @@ int launcher_rank() {
 }
 
 bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+std::vector<std::string> split_commas(const std::string &text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) parts.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return parts;
+}
 
 // "4", "64K", "256M", "1G" (binary units, as nccl-tests reads them).
 std::optional<std::size_t> parse_bytes(const std::string &text) {
@@ -112,8 +109,10 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
                "Run under a launcher, e.g. `mpirun --allow-run-as-root -np 2 --bind-to core "
                "build/bin/ringrun-bench`."};
   std::string collective = "allreduce", min_bytes = "4", max_bytes = "256M", dtype = "float32", op = "sum";
-  app.add_option("--collective", collective, "allreduce, broadcast, allgather or all")
-      ->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "all"}))
+  app.add_option("--collective", collective,
+                 "allreduce, broadcast, allgather, all (those three), or engine: tensor fusion and latency of "
+                 "the async engine (not part of all: once the engine runs, every synchronous call goes through it)")
+      ->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "all", "engine"}))
       ->capture_default_str();
   app.add_option("-b,--min-bytes", min_bytes, "smallest message (4, 64K, 1M, ...)")->capture_default_str();
   app.add_option("-e,--max-bytes", max_bytes, "largest message")->capture_default_str();
@@ -124,7 +123,8 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("-w,--warmup", options.warmup,
-                 "warm-up ops per size and library; default 50 below 1 MiB, 5 up to 16 MiB, 2 above")
+                 "warm-up ops per size and library; default 50 below 1 MiB, 5 up to 16 MiB, 2 above "
+                 "(engine: steps per workload, default 3, and ops per latency size as here)")
       ->check(CLI::Range(0, 1000000));
   app.add_option("--sample-ms", options.sample_ms, "target length of one sample (k ops back to back)")
       ->check(CLI::Range(0.0, 60000.0))
@@ -137,6 +137,20 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
       ->capture_default_str();
   app.add_flag("-c,--check", options.check, "verify ringrun's results; the wrong column counts wrong elements");
   app.add_flag("--json", options.json, "print one JSON array of row objects instead of the table");
+  EngineBenchOptions &engine = options.engine_options;
+  std::string engine_tensor_bytes = "4K", engine_rows = "fusion,resnet50,latency", latency_sizes = "4,4K,64K,1M";
+  app.add_option("--engine-tensors", engine.fusion_tensors, "engine: tensors of the fusion workload")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--engine-tensor-bytes", engine_tensor_bytes, "engine: bytes of each fusion-workload tensor")
+      ->capture_default_str();
+  app.add_option("--engine-rows", engine_rows,
+                 "engine: comma list of fusion (N x B tensors), resnet50 (161 tensors, 25.6 M elements), latency")
+      ->capture_default_str();
+  app.add_option("--latency-sizes", latency_sizes, "engine: comma list of one-tensor sizes for the latency rows")
+      ->capture_default_str();
+  app.add_flag("--shuffle", engine.shuffle,
+               "engine: every rank submits each step's tensors in its own random order (default: in order)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &error) {
@@ -149,7 +163,9 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
     if (launcher_rank() == 0) std::fprintf(stderr, "ringrun-bench: %s\n", message.c_str());
     return 2;
   };
-  if (collective == "all") {
+  if (collective == "engine") {
+    options.engine = true;
+  } else if (collective == "all") {
     options.collectives = {Collective::allreduce, Collective::broadcast, Collective::allgather};
   } else if (collective == "broadcast") {
     options.collectives = {Collective::broadcast};
@@ -164,12 +180,38 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
   if (*min > *max) return usage_error(fmt::format("--min-bytes {} is above --max-bytes {}: swap them", min_bytes, max_bytes));
   options.min_bytes = *min;
   options.max_bytes = *max;
+
+  const auto tensor_bytes = parse_bytes(engine_tensor_bytes);
+  if (!tensor_bytes || *tensor_bytes == 0)
+    return usage_error(fmt::format("--engine-tensor-bytes '{}': expected a positive size like 4K", engine_tensor_bytes));
+  engine.fusion_tensor_bytes = *tensor_bytes;
+  engine.run_fusion = engine.run_resnet50 = engine.run_latency = false;
+  for (const auto &row : split_commas(engine_rows)) {
+    if (row == "fusion") engine.run_fusion = true;
+    else if (row == "resnet50") engine.run_resnet50 = true;
+    else if (row == "latency") engine.run_latency = true;
+    else return usage_error(fmt::format("--engine-rows: '{}' is not a row; use fusion, resnet50 and/or latency", row));
+  }
+  engine.latency_sizes.clear();
+  for (const auto &size : split_commas(latency_sizes)) {
+    const auto bytes = parse_bytes(size);
+    if (!bytes || *bytes == 0)
+      return usage_error(fmt::format("--latency-sizes: '{}' is not a positive size like 4, 4K or 1M", size));
+    engine.latency_sizes.push_back(*bytes);
+  }
   const auto parsed_dtype = parse_dtype(dtype);
   if (!parsed_dtype) return usage_error(fmt::format("--dtype '{}': use float32, float64, float16, bfloat16, int32, int64 or uint8", dtype));
   options.dtype = *parsed_dtype;
   const auto parsed_op = parse_op(op);
   if (!parsed_op) return usage_error(fmt::format("--op '{}': use sum, avg, min, max or prod", op));
   options.op = *parsed_op;
+  engine.dtype = options.dtype;
+  engine.op = options.op;
+  engine.iters = options.iters;
+  engine.warmup = options.warmup;
+  engine.sample_ms = options.sample_ms;
+  engine.check = options.check;
+  engine.json = options.json;
 
   if (options.peer == "auto") {
 #if defined(RINGRUN_BENCH_HAVE_MPI)
@@ -190,49 +232,6 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
   if (options.peer == "gloo") return usage_error("--peer gloo: this build has no Gloo (install libgloo-dev and reconfigure), or use --peer mpi|none");
 #endif
   return std::nullopt;
-}
-
-// Page-aligned memory, touched once so page faults stay out of the timings.
-class Buffer {
- public:
-  explicit Buffer(std::size_t bytes) : bytes_(std::max<std::size_t>(bytes, 64)) {
-    const std::size_t rounded = (bytes_ + 4095) / 4096 * 4096;
-    data_ = static_cast<std::byte *>(std::aligned_alloc(4096, rounded));
-    if (data_ == nullptr) fail(fmt::format("cannot allocate {} bytes: lower --max-bytes", bytes_));
-    std::memset(data_, 0, rounded);
-  }
-  ~Buffer() { std::free(data_); }
-  Buffer(const Buffer &) = delete;
-  Buffer &operator=(const Buffer &) = delete;
-  std::byte *data() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  std::size_t bytes_;
-  std::byte *data_;
-};
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-}
-
-// Element-wise maximum over ranks, in place (a sample lasts as long as its slowest rank).
-void max_over_ranks(std::vector<double> &values) {
-  check_rc(ringrun_allreduce(values.data(), values.data(), values.size(), RINGRUN_FLOAT64, RINGRUN_MAX),
-           "ringrun_allreduce (max of the timings)");
-}
-
-std::size_t sum_over_ranks(std::size_t value) {
-  std::int64_t total = static_cast<std::int64_t>(value);
-  check_rc(ringrun_allreduce(&total, &total, 1, RINGRUN_INT64, RINGRUN_SUM),
-           "ringrun_allreduce (sum of the wrong counts)");
-  return static_cast<std::size_t>(total);
 }
 
 // Single-core memcpy bandwidth in GB/s: rank 0 copies 64 MiB (3 warm-ups, median of 20) while the
@@ -289,29 +288,6 @@ struct Row {
   std::optional<double> peer_time_us, peer_busbw_GBps, ratio, memcpy_frac;
 };
 
-// Times `k` back-to-back runs of `run_once` after `barrier`, per op in seconds, on this rank.
-template <typename Barrier, typename RunOnce>
-double time_sample(Barrier &&barrier, RunOnce &&run_once, int k) {
-  barrier();
-  const auto start = Clock::now();
-  for (int i = 0; i < k; ++i) run_once();
-  return seconds_since(start) / k;
-}
-
-// Ops per sample so that one sample takes about `sample_ms`, the same on every rank.
-int ops_per_sample(double seconds_per_op, double sample_ms) {
-  std::vector<double> probe{seconds_per_op};
-  max_over_ranks(probe);
-  const double k = std::floor(sample_ms / 1e3 / std::max(probe[0], 1e-9));
-  return static_cast<int>(std::clamp(k, 1.0, 100000.0));
-}
-
-int default_warmup(std::size_t bytes) {
-  if (bytes < kMiB) return 50;
-  if (bytes <= 16 * kMiB) return 5;
-  return 2;
-}
-
 struct Context {
   explicit Context(const Options &options_in) : options(options_in) {}
   const Options &options;
@@ -339,10 +315,6 @@ void print_header(const Context &context, Collective collective, const std::stri
   std::fflush(stdout);
 }
 
-std::string or_dash(const std::optional<double> &value, int decimals) {
-  return value && std::isfinite(*value) ? fmt::format("{:.{}f}", *value, decimals) : "-";
-}
-
 void print_row(const Context &context, const Row &row) {
   const char *op = row.collective == Collective::allreduce ? op_name(context.options.op).data() : "none";
   fmt::print("{:>12} {:>11} {:>8} {:>4} {:>11.2f} {:>10.3f} {:>10.3f} {:>6} {:>12} {:>15} {:>6} {:>11}\n",
@@ -350,10 +322,6 @@ void print_row(const Context &context, const Row &row) {
              row.busbw_GBps, row.wrong ? fmt::format("{}", *row.wrong) : "-", or_dash(row.peer_time_us, 2),
              or_dash(row.peer_busbw_GBps, 3), or_dash(row.ratio, 2), or_dash(row.memcpy_frac, 2));
   std::fflush(stdout);
-}
-
-std::string json_number(const std::optional<double> &value) {
-  return value && std::isfinite(*value) ? fmt::format("{}", *value) : "null";
 }
 
 std::string row_json(const Context &context, const Row &row) {
@@ -522,7 +490,7 @@ int run(int argc, char **argv) {
 #ifdef RINGRUN_BENCH_HAVE_MPI
   if (options.peer == "mpi") {
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) fail("MPI_Init failed: start the benchmark with mpirun, or pass --peer gloo|none");
-    mpi_initialized = true;
+    set_mpi_initialized(true);
   }
 #endif
   if (const int rc = ringrun_init(); rc != 0)
@@ -558,6 +526,15 @@ int run(int argc, char **argv) {
                  "--bind-to none for Gloo's best\n");
   }
   std::vector<std::string> json_rows;
+  if (options.engine) {
+    EngineBenchContext engine_context;
+    engine_context.rank = context.rank;
+    engine_context.ranks = context.ranks;
+    engine_context.peer = context.peer;
+    engine_context.peer_name = context.peer_name;
+    engine_context.memcpy_GBps = context.memcpy_GBps;
+    run_engine_bench(options.engine_options, engine_context, json_rows);
+  }
   for (const Collective collective : options.collectives) run_collective(context, collective, json_rows);
   if (context.rank == 0 && options.json) {
     fmt::print("[\n");
@@ -569,7 +546,7 @@ int run(int argc, char **argv) {
   peer.reset();
   check_rc(ringrun_finalize(), "ringrun_finalize");
 #ifdef RINGRUN_BENCH_HAVE_MPI
-  if (mpi_initialized) MPI_Finalize();
+  if (options.peer == "mpi") MPI_Finalize();
 #endif
   return 0;
 }

@@ -1,0 +1,563 @@
+// The engine benchmark (issue 6): a training step's worth of named async allreduces through the
+// engine, against one allreduce of the same total size ("one-big", what perfect fusion would
+// cost), the same tensors one by one through ringrun_allreduce and through the peer, and the
+// latency of one small tensor through the engine against a plain ringrun_allreduce of it.
+//
+// Two phases, because the first async call starts the engine for good and from then on every
+// synchronous ringrun_* call is routed through it (engine/process_engine.hpp):
+//   1. before the engine: ringrun's direct path (one-big, one-by-one, plain) alternating sample
+//      by sample with the peer's one-by-one and one-big;
+//   2. with the engine: the engine step alternating with the peer's one-by-one again (the
+//      speed-up column compares these two), and ringrun_allreduce of the total as the running
+//      engine routes it.
+// The peer's one-by-one time from both phases is printed, so drift in machine load between the
+// phases shows.
+#include "engine_bench.hpp"
+
+#include "check.hpp"
+#include "common.hpp"
+#include "dtype.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ringrun::bench {
+namespace {
+
+constexpr double kFusedFractionTarget = 0.5;  // fused step >= 50 % of one-big's throughput
+constexpr double kSpeedupTarget = 2.0;         // fused step >= 2x the peer's one-by-one throughput
+constexpr double kLatencyTargetUs = 50;        // one small tensor through the engine
+constexpr double kLatencyRatioTarget = 2.0;    // ... within 2x a plain ringrun_allreduce of it
+constexpr std::size_t kLatencyTargetMaxBytes = 4096;  // "small": the 50 us target applies up to here
+constexpr std::size_t kTensorAlignBytes = 64;  // tensors start on cache lines, as framework allocations do
+constexpr int kDefaultStepWarmup = 3;
+
+// One tensor of a workload: a slice of the workload's send and recv buffers.
+struct Tensor {
+  std::size_t offset = 0;  // elements from the buffer start
+  std::size_t count = 0;
+};
+
+struct Workload {
+  std::string label;       // the row's name in the table
+  std::vector<Tensor> tensors;  // in submission order
+  std::size_t total_count = 0;  // elements over all tensors
+  std::size_t buffer_count = 0; // elements the buffers need (tensors aligned)
+};
+
+// Tensor i is submitted as "grad.i" in every workload: all workloads share the first names, so a
+// run needs max(tensors) response-cache entries rather than the sum (the default capacity is 1024,
+// exactly the fusion workload), and each workload's steady state is what a program with only that
+// model would see. The first step of a workload re-describes the names whose size changed.
+std::string tensor_name(std::size_t index) { return fmt::format("grad.{}", index); }
+
+Workload make_workload(std::string label, const std::vector<std::size_t> &counts, std::size_t element) {
+  Workload workload;
+  workload.label = std::move(label);
+  const std::size_t align = std::max<std::size_t>(1, kTensorAlignBytes / element);
+  std::size_t offset = 0;
+  for (const std::size_t count : counts) {
+    workload.tensors.push_back({offset, count});
+    workload.total_count += count;
+    offset += (count + align - 1) / align * align;
+  }
+  workload.buffer_count = offset;
+  return workload;
+}
+
+// The 161 trainable parameters of torchvision's ResNet-50 (conv weights, batch-norm weight and
+// bias, fc 2048x1000 + 1000), 25,557,032 elements, in the order backward produces their
+// gradients (the reverse of model.parameters(): fc first, conv1 last), which is the order
+// Horovod's hooks submit them in.
+std::vector<std::size_t> resnet50_parameter_counts() {
+  std::vector<std::size_t> forward;
+  auto batch_norm = [&forward](std::size_t channels) {
+    forward.push_back(channels);  // weight
+    forward.push_back(channels);  // bias
+  };
+  forward.push_back(64 * 3 * 7 * 7);  // conv1
+  batch_norm(64);
+  std::size_t in_channels = 64;
+  const std::size_t blocks[] = {3, 4, 6, 3};
+  const std::size_t widths[] = {64, 128, 256, 512};
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::size_t width = widths[layer], out_channels = 4 * width;  // bottleneck expansion 4
+    for (std::size_t block = 0; block < blocks[layer]; ++block) {
+      forward.push_back(width * in_channels);  // conv1 1x1
+      batch_norm(width);
+      forward.push_back(width * width * 9);  // conv2 3x3
+      batch_norm(width);
+      forward.push_back(out_channels * width);  // conv3 1x1
+      batch_norm(out_channels);
+      if (block == 0) {  // downsample: conv 1x1 + batch norm
+        forward.push_back(out_channels * in_channels);
+        batch_norm(out_channels);
+      }
+      in_channels = out_channels;
+    }
+  }
+  forward.push_back(1000 * 2048);  // fc.weight
+  forward.push_back(1000);         // fc.bias
+  const std::size_t total = std::accumulate(forward.begin(), forward.end(), std::size_t{0});
+  if (forward.size() != 161 || total != 25557032)
+    fail(fmt::format("internal: ResNet-50 table has {} tensors and {} elements, expected 161 and 25557032",
+                     forward.size(), total));
+  return {forward.rbegin(), forward.rend()};
+}
+
+// One timed contender: `run_once` is one op (latency) or one whole step (workloads).
+struct Contender {
+  std::function<void()> barrier;
+  std::function<void()> run_once;  // empty: not measured (no peer, or the peer lacks the op)
+  int warmup = 0;
+};
+
+// Median seconds per run_once of each contender (slowest rank), nullopt for the empty ones.
+// Warm-up and the probe for k runs per sample first, then samples alternate between the
+// contenders so all see the same machine state (RESULTS.md, Method).
+std::vector<std::optional<double>> measure_alternating(const std::vector<Contender> &contenders,
+                                                       const EngineBenchOptions &options) {
+  std::vector<int> runs_per_sample(contenders.size(), 0);
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    const Contender &contender = contenders[i];
+    if (!contender.run_once) continue;
+    for (int w = 0; w < contender.warmup; ++w) contender.run_once();
+    runs_per_sample[i] = ops_per_sample(time_sample(contender.barrier, contender.run_once, 1), options.sample_ms);
+  }
+  std::vector<std::vector<double>> samples(contenders.size());
+  for (int sample = 0; sample < options.iters; ++sample) {
+    for (std::size_t i = 0; i < contenders.size(); ++i) {
+      if (contenders[i].run_once)
+        samples[i].push_back(time_sample(contenders[i].barrier, contenders[i].run_once, runs_per_sample[i]));
+    }
+  }
+  std::vector<std::optional<double>> medians(contenders.size());
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    if (!contenders[i].run_once) continue;
+    max_over_ranks(samples[i]);
+    medians[i] = median(samples[i]);
+  }
+  return medians;
+}
+
+void ringrun_barrier_or_fail() { check_rc(ringrun_barrier(), "ringrun_barrier"); }
+
+// Buffers and calls for one workload, shared by both phases.
+class WorkloadRunner {
+ public:
+  WorkloadRunner(const Workload &workload, const EngineBenchOptions &options, const EngineBenchContext &context)
+      : workload_(workload), options_(options), context_(context), element_(dtype_bytes(options.dtype)),
+        send_(workload.buffer_count * element_), recv_(workload.buffer_count * element_),
+        handles_(workload.tensors.size(), nullptr), order_(workload.tensors.size()),
+        shuffler_(0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(context.rank + 1)) {
+    for (const Tensor &tensor : workload.tensors)
+      fill_inputs(send_.data() + tensor.offset * element_, tensor.count, options.dtype, context.rank, options.op);
+    for (std::size_t i = 0; i < workload.tensors.size(); ++i) names_.push_back(tensor_name(i));
+    std::iota(order_.begin(), order_.end(), std::size_t{0});
+  }
+
+  const Workload &workload() const { return workload_; }
+
+  // ringrun_allreduce of the total on the persistent buffers: what perfect fusion would cost.
+  void one_big() const {
+    check_rc(ringrun_allreduce(send_.data(), recv_.data(), workload_.total_count, options_.dtype, options_.op),
+             "ringrun_allreduce (one-big)");
+  }
+
+  void one_by_one() const {
+    for (const Tensor &tensor : workload_.tensors)
+      check_rc(ringrun_allreduce(send_.data() + tensor.offset * element_, recv_.data() + tensor.offset * element_,
+                                 tensor.count, options_.dtype, options_.op),
+               "ringrun_allreduce (one-by-one)");
+  }
+
+  // Every tensor submitted as a named async allreduce, then all waited for.
+  void engine_step() {
+    if (options_.shuffle) std::shuffle(order_.begin(), order_.end(), shuffler_);
+    const auto start = Clock::now();
+    for (const std::size_t i : order_) {
+      const Tensor &tensor = workload_.tensors[i];
+      check_rc(ringrun_allreduce_async(names_[i].c_str(), send_.data() + tensor.offset * element_,
+                                       recv_.data() + tensor.offset * element_, tensor.count, options_.dtype,
+                                       options_.op, &handles_[i]),
+               "ringrun_allreduce_async");
+    }
+    submit_seconds_ += seconds_since(start);
+    ++steps_;
+    for (const std::size_t i : order_) check_rc(ringrun_wait(handles_[i]), "ringrun_wait");
+  }
+
+  // Mean time of a step's submission loop on this rank since the last reset: the part of the
+  // step the engine's thread could overlap with.
+  double mean_submit_seconds() const { return steps_ ? submit_seconds_ / static_cast<double>(steps_) : 0; }
+  void reset_submit_seconds() {
+    submit_seconds_ = 0;
+    steps_ = 0;
+  }
+
+  // The peer's calls for the same tensors one by one, and for the total at once; empty when the
+  // peer has none (why_not says why).
+  std::function<void()> peer_one_by_one(std::string &why_not) const {
+    if (!context_.peer) return {};
+    std::vector<std::function<void()>> calls;
+    for (const Tensor &tensor : workload_.tensors) {
+      auto call = context_.peer->prepare(
+          CollectiveCall{Collective::allreduce, send_.data() + tensor.offset * element_,
+                         recv_.data() + tensor.offset * element_, tensor.count, options_.dtype, options_.op, 0},
+          why_not);
+      if (!call) return {};
+      calls.push_back(std::move(call));
+    }
+    return [calls = std::move(calls)] {
+      for (const auto &call : calls) call();
+    };
+  }
+
+  std::function<void()> peer_one_big(std::string &why_not) const {
+    if (!context_.peer) return {};
+    return context_.peer->prepare(CollectiveCall{Collective::allreduce, send_.data(), recv_.data(),
+                                                 workload_.total_count, options_.dtype, options_.op, 0},
+                                  why_not);
+  }
+
+  void zero_results() const { std::memset(recv_.data(), 0, recv_.bytes()); }
+
+  std::size_t count_wrong_results() const {
+    std::size_t wrong = 0;
+    for (const Tensor &tensor : workload_.tensors)
+      wrong += count_wrong_allreduce(recv_.data() + tensor.offset * element_, tensor.count, options_.dtype,
+                                     options_.op, context_.ranks);
+    return wrong;
+  }
+
+ private:
+  const Workload &workload_;
+  const EngineBenchOptions &options_;
+  const EngineBenchContext &context_;
+  std::size_t element_;
+  Buffer send_, recv_;
+  std::vector<std::string> names_;
+  std::vector<ringrun_handle> handles_;
+  std::vector<std::size_t> order_;
+  std::mt19937_64 shuffler_;  // seeded by rank: every rank submits in its own order
+  double submit_seconds_ = 0;
+  std::uint64_t steps_ = 0;
+};
+
+struct WorkloadRow {
+  std::string label;
+  std::size_t tensors = 0, bytes = 0;
+  std::optional<std::size_t> wrong;
+  std::optional<double> engine_us, first_step_us, one_big_us, one_by_one_us;
+  std::optional<double> peer_one_by_one_us, peer_one_by_one_before_us, peer_one_big_us, one_big_via_engine_us;
+  std::optional<double> fused_fraction, speedup_vs_peer;
+  std::optional<double> fused_fraction_routed;  // one_big_via_engine_us / engine_us: same phase, same machine state
+  std::optional<double> submit_us;  // mean submission loop per engine step, slowest rank
+  std::string peer_note;  // why the peer columns are empty
+};
+
+struct LatencyRow {
+  std::size_t bytes = 0, count = 0;
+  std::optional<std::size_t> wrong;
+  std::optional<double> engine_us, plain_us, ratio, sync_via_engine_us, peer_us;
+};
+
+std::optional<double> to_us(const std::optional<double> &seconds) {
+  if (!seconds) return std::nullopt;
+  return *seconds * 1e6;
+}
+
+std::optional<double> quotient(const std::optional<double> &a, const std::optional<double> &b) {
+  if (!a || !b || *b <= 0) return std::nullopt;
+  return *a / *b;
+}
+
+std::string verdict(const std::optional<double> &value, bool met) { return value ? (met ? "met" : "NOT") : "-"; }
+
+int step_warmup(const EngineBenchOptions &options) { return options.warmup >= 0 ? options.warmup : kDefaultStepWarmup; }
+
+int op_warmup(const EngineBenchOptions &options, std::size_t bytes) {
+  return options.warmup >= 0 ? options.warmup : default_warmup(bytes);
+}
+
+std::string env_or_default(const char *name, const char *fallback) {
+  const char *value = std::getenv(name);
+  return value && *value ? fmt::format("{} (from {})", value, name) : fmt::format("{} (default)", fallback);
+}
+
+std::string size_label(std::size_t bytes) {
+  if (bytes >= kMiB && bytes % kMiB == 0) return fmt::format("{}MiB", bytes / kMiB);
+  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{}KiB", bytes / 1024);
+  return fmt::format("{}B", bytes);
+}
+
+void print_header(const EngineBenchOptions &options, const EngineBenchContext &context) {
+  fmt::print("# ringrun-bench engine: {} ranks, dtype {}, op {}, {} samples (median of the slowest rank), "
+             "submission {}\n",
+             context.ranks, dtype_name(options.dtype), op_name(options.op), options.iters,
+             options.shuffle ? "shuffled (each rank its own random order, new every step)" : "in order on every rank");
+  fmt::print("# engine: fusion threshold MiB {}, cycle ms {}, response cache {}; tensors named grad.0, grad.1, ... "
+             "in every workload\n",
+             env_or_default("RINGRUN_FUSION_THRESHOLD_MB", "128"), env_or_default("RINGRUN_CYCLE_TIME_MS", "1"),
+             env_or_default("RINGRUN_CACHE_CAPACITY", "1024"));
+  const char *capacity = std::getenv("RINGRUN_CACHE_CAPACITY");
+  const std::size_t cache_entries = capacity && *capacity ? std::strtoull(capacity, nullptr, 10) : 1024;
+  if (options.run_fusion && options.fusion_tensors > cache_entries)
+    fmt::print("# note: {} tensors do not fit the response cache ({} entries): the names past it are described in "
+               "full every step (raise RINGRUN_CACHE_CAPACITY to compare)\n",
+               options.fusion_tensors, cache_entries);
+  fmt::print("# peer: {}\n", context.peer ? context.peer->description(Collective::allreduce) : "none (--peer none)");
+  fmt::print("# memcpy_1core_GBps {:.2f} (64 MiB glibc memcpy on rank 0, median of 20: how much of the machine was left)\n",
+             context.memcpy_GBps);
+  std::fflush(stdout);
+}
+
+// Met only when both fractions reach the target: fused_frac takes one_big_us from the phase before
+// the engine, and a load change between the phases (another job bound to the same cores, say) can
+// slow that phase alone and fake a "met"; frac_routed comes from samples alternated with the engine.
+bool fraction_target_met(const WorkloadRow &row) {
+  return row.fused_fraction && *row.fused_fraction >= kFusedFractionTarget &&
+         (!row.fused_fraction_routed || *row.fused_fraction_routed >= kFusedFractionTarget);
+}
+
+void print_workload_table(const std::vector<WorkloadRow> &rows) {
+  fmt::print("#{:>10} {:>7} {:>10} {:>6} {:>10} {:>10} {:>10} {:>13} {:>12} {:>11} {:>14} {:>10} {:>11} {:>7} {:>9} "
+             "{:>10}\n",
+             "workload", "tensors", "bytes", "wrong", "engine_us", "first_us", "one_big_us", "one_by_one_us",
+             "peer_1by1_us", "peer_big_us", "big_routed_us", "fused_frac", "frac_routed", "vs_peer", "frac>=0.5",
+             "vs_peer>=2");
+  for (const WorkloadRow &row : rows) {
+    fmt::print("{:>11} {:>7} {:>10} {:>6} {:>10} {:>10} {:>10} {:>13} {:>12} {:>11} {:>14} {:>10} {:>11} {:>7} {:>9} "
+               "{:>10}\n",
+               row.label, row.tensors, row.bytes, row.wrong ? fmt::format("{}", *row.wrong) : "-",
+               or_dash(row.engine_us, 1), or_dash(row.first_step_us, 1), or_dash(row.one_big_us, 1),
+               or_dash(row.one_by_one_us, 1), or_dash(row.peer_one_by_one_us, 1), or_dash(row.peer_one_big_us, 1),
+               or_dash(row.one_big_via_engine_us, 1), or_dash(row.fused_fraction, 3),
+               or_dash(row.fused_fraction_routed, 3), or_dash(row.speedup_vs_peer, 2),
+               verdict(row.fused_fraction, fraction_target_met(row)),
+               verdict(row.speedup_vs_peer, row.speedup_vs_peer && *row.speedup_vs_peer >= kSpeedupTarget));
+  }
+  for (const WorkloadRow &row : rows) {
+    fmt::print("# {}: submitting the tensors took {} us of an engine step (mean, slowest rank); peer one-by-one {} us "
+               "before the engine started (next to one_big_us), {} us alongside it (next to engine_us){}\n",
+               row.label, or_dash(row.submit_us, 1), or_dash(row.peer_one_by_one_before_us, 1),
+               or_dash(row.peer_one_by_one_us, 1), row.peer_note.empty() ? "" : "; peer: " + row.peer_note);
+  }
+  std::fflush(stdout);
+}
+
+void print_latency_table(const std::vector<LatencyRow> &rows) {
+  fmt::print("#{:>11} {:>9} {:>6} {:>10} {:>9} {:>6} {:>18} {:>9} {:>8} {:>6}\n", "size", "count", "wrong",
+             "engine_us", "plain_us", "ratio", "sync_via_engine_us", "peer_us", "<=50us", "<=2x");
+  for (const LatencyRow &row : rows) {
+    const bool small = row.bytes <= kLatencyTargetMaxBytes;
+    fmt::print("{:>12} {:>9} {:>6} {:>10} {:>9} {:>6} {:>18} {:>9} {:>8} {:>6}\n", row.bytes, row.count,
+               row.wrong ? fmt::format("{}", *row.wrong) : "-", or_dash(row.engine_us, 2), or_dash(row.plain_us, 2),
+               or_dash(row.ratio, 2), or_dash(row.sync_via_engine_us, 2), or_dash(row.peer_us, 2),
+               small ? verdict(row.engine_us, row.engine_us && *row.engine_us <= kLatencyTargetUs) : "-",
+               verdict(row.ratio, row.ratio && *row.ratio <= kLatencyRatioTarget));
+  }
+  std::fflush(stdout);
+}
+
+std::string workload_json(const WorkloadRow &row, const EngineBenchOptions &options, const EngineBenchContext &context) {
+  return fmt::format(
+      "{{\"collective\": \"engine\", \"workload\": \"{}\", \"tensors\": {}, \"size\": {}, \"type\": \"{}\", "
+      "\"op\": \"{}\", \"ranks\": {}, \"shuffle\": {}, \"wrong\": {}, \"engine_us\": {}, \"first_step_us\": {}, "
+      "\"one_big_us\": {}, \"one_by_one_us\": {}, \"peer\": {}, \"peer_one_by_one_us\": {}, "
+      "\"peer_one_by_one_before_engine_us\": {}, \"peer_one_big_us\": {}, \"one_big_via_engine_us\": {}, "
+      "\"fused_frac\": {}, \"fused_frac_routed\": {}, \"speedup_vs_peer\": {}, \"submit_us\": {}, "
+      "\"memcpy_GBps\": {}}}",
+      row.label, row.tensors, row.bytes, dtype_name(options.dtype), op_name(options.op), context.ranks,
+      options.shuffle ? "true" : "false", row.wrong ? fmt::format("{}", *row.wrong) : "null",
+      json_number(row.engine_us), json_number(row.first_step_us), json_number(row.one_big_us),
+      json_number(row.one_by_one_us), context.peer ? fmt::format("\"{}\"", context.peer_name) : "null",
+      json_number(row.peer_one_by_one_us), json_number(row.peer_one_by_one_before_us),
+      json_number(row.peer_one_big_us), json_number(row.one_big_via_engine_us), json_number(row.fused_fraction),
+      json_number(row.fused_fraction_routed), json_number(row.speedup_vs_peer), json_number(row.submit_us), json_number(context.memcpy_GBps));
+}
+
+std::string latency_json(const LatencyRow &row, const EngineBenchOptions &options, const EngineBenchContext &context) {
+  return fmt::format(
+      "{{\"collective\": \"engine_latency\", \"size\": {}, \"count\": {}, \"type\": \"{}\", \"op\": \"{}\", "
+      "\"ranks\": {}, \"wrong\": {}, \"engine_us\": {}, \"plain_us\": {}, \"ratio\": {}, "
+      "\"sync_via_engine_us\": {}, \"peer\": {}, \"peer_time_us\": {}, \"memcpy_GBps\": {}}}",
+      row.bytes, row.count, dtype_name(options.dtype), op_name(options.op), context.ranks,
+      row.wrong ? fmt::format("{}", *row.wrong) : "null", json_number(row.engine_us), json_number(row.plain_us),
+      json_number(row.ratio), json_number(row.sync_via_engine_us),
+      context.peer ? fmt::format("\"{}\"", context.peer_name) : "null", json_number(row.peer_us),
+      json_number(context.memcpy_GBps));
+}
+
+// Buffers for the latency rows: one tensor at a time, the largest size allocated once.
+struct LatencyBuffers {
+  LatencyBuffers(std::size_t max_count, const EngineBenchOptions &options, int rank)
+      : send(max_count * dtype_bytes(options.dtype)), recv(max_count * dtype_bytes(options.dtype)) {
+    fill_inputs(send.data(), max_count, options.dtype, rank, options.op);
+  }
+  Buffer send, recv;
+};
+
+}  // namespace
+
+void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContext &context,
+                      std::vector<std::string> &json_rows) {
+  const std::size_t element = dtype_bytes(options.dtype);
+  std::vector<Workload> workloads;
+  if (options.run_fusion) {
+    const std::size_t count = std::max<std::size_t>(1, options.fusion_tensor_bytes / element);
+    workloads.push_back(make_workload(fmt::format("{}x{}", options.fusion_tensors, size_label(count * element)),
+                                      std::vector<std::size_t>(options.fusion_tensors, count), element));
+  }
+  if (options.run_resnet50) workloads.push_back(make_workload("resnet50", resnet50_parameter_counts(), element));
+  std::vector<std::unique_ptr<WorkloadRunner>> runners;
+  for (const Workload &workload : workloads)
+    runners.push_back(std::make_unique<WorkloadRunner>(workload, options, context));
+
+  std::vector<LatencyRow> latency_rows;
+  std::size_t max_latency_count = 1;
+  if (options.run_latency) {
+    for (const std::size_t bytes : options.latency_sizes) {
+      LatencyRow row;
+      row.count = std::max<std::size_t>(1, bytes / element);
+      row.bytes = row.count * element;
+      max_latency_count = std::max(max_latency_count, row.count);
+      latency_rows.push_back(row);
+    }
+  }
+  LatencyBuffers latency(max_latency_count, options, context.rank);
+
+  if (context.rank == 0 && !options.json) print_header(options, context);
+  auto peer_barrier = [&context] { context.peer->barrier(); };
+
+  // Phase 1: ringrun's direct path, the engine not yet started.
+  std::vector<WorkloadRow> rows(workloads.size());
+  for (std::size_t w = 0; w < workloads.size(); ++w) {
+    WorkloadRunner &runner = *runners[w];
+    WorkloadRow &row = rows[w];
+    row.label = runner.workload().label;
+    row.tensors = runner.workload().tensors.size();
+    row.bytes = runner.workload().total_count * element;
+    std::string why_not;
+    const int warmup = step_warmup(options);
+    const auto results = measure_alternating(
+        {Contender{ringrun_barrier_or_fail, [&runner] { runner.one_big(); }, op_warmup(options, row.bytes)},
+         Contender{ringrun_barrier_or_fail, [&runner] { runner.one_by_one(); }, warmup},
+         Contender{peer_barrier, runner.peer_one_by_one(why_not), warmup},
+         Contender{peer_barrier, runner.peer_one_big(why_not), op_warmup(options, row.bytes)}},
+        options);
+    row.one_big_us = to_us(results[0]);
+    row.one_by_one_us = to_us(results[1]);
+    row.peer_one_by_one_before_us = to_us(results[2]);
+    row.peer_one_big_us = to_us(results[3]);
+    row.peer_note = why_not;
+  }
+  for (LatencyRow &row : latency_rows) {
+    const auto results = measure_alternating(
+        {Contender{ringrun_barrier_or_fail,
+                   [&] {
+                     check_rc(ringrun_allreduce(latency.send.data(), latency.recv.data(), row.count, options.dtype,
+                                                options.op),
+                              "ringrun_allreduce (plain)");
+                   },
+                   op_warmup(options, row.bytes)}},
+        options);
+    row.plain_us = to_us(results[0]);
+  }
+
+  // Phase 2: the engine. The first async call starts it; from here on ringrun_barrier and the
+  // timing reductions go through it too.
+  for (std::size_t w = 0; w < workloads.size(); ++w) {
+    WorkloadRunner &runner = *runners[w];
+    WorkloadRow &row = rows[w];
+    // The first step describes every name in full (new, or a size the cache has not seen): timed
+    // on its own, and checked with --check.
+    if (options.check) runner.zero_results();
+    std::vector<double> first{time_sample(ringrun_barrier_or_fail, [&runner] { runner.engine_step(); }, 1)};
+    if (options.check) row.wrong = sum_over_ranks(runner.count_wrong_results());
+    max_over_ranks(first);
+    row.first_step_us = first[0] * 1e6;
+
+    std::string why_not;
+    const int warmup = step_warmup(options);
+    runner.reset_submit_seconds();
+    const auto results = measure_alternating(
+        {Contender{ringrun_barrier_or_fail, [&runner] { runner.engine_step(); }, warmup},
+         Contender{peer_barrier, runner.peer_one_by_one(why_not), warmup},
+         Contender{ringrun_barrier_or_fail, [&runner] { runner.one_big(); }, op_warmup(options, row.bytes)}},
+        options);
+    row.engine_us = to_us(results[0]);
+    row.peer_one_by_one_us = to_us(results[1]);
+    row.one_big_via_engine_us = to_us(results[2]);
+    std::vector<double> submit{runner.mean_submit_seconds()};
+    max_over_ranks(submit);
+    row.submit_us = submit[0] * 1e6;
+    row.fused_fraction = quotient(row.one_big_us, row.engine_us);
+    row.fused_fraction_routed = quotient(row.one_big_via_engine_us, row.engine_us);
+    row.speedup_vs_peer = quotient(row.peer_one_by_one_us, row.engine_us);
+    if (row.peer_note.empty()) row.peer_note = why_not;
+  }
+  for (LatencyRow &row : latency_rows) {
+    // Always the same name, as a program's one small tensor would be; its first op with a new size
+    // is described in full and lands in the warm-up.
+    const std::string name = tensor_name(0);
+    auto engine_op = [&] {
+      ringrun_handle handle = nullptr;
+      check_rc(ringrun_allreduce_async(name.c_str(), latency.send.data(), latency.recv.data(), row.count,
+                                       options.dtype, options.op, &handle),
+               "ringrun_allreduce_async");
+      check_rc(ringrun_wait(handle), "ringrun_wait");
+    };
+    if (options.check) {
+      std::memset(latency.recv.data(), 0, row.count * element);
+      engine_op();
+      row.wrong = sum_over_ranks(
+          count_wrong_allreduce(latency.recv.data(), row.count, options.dtype, options.op, context.ranks));
+    }
+    std::string why_not;
+    std::function<void()> peer_op;
+    if (context.peer)
+      peer_op = context.peer->prepare(CollectiveCall{Collective::allreduce, latency.send.data(), latency.recv.data(),
+                                                     row.count, options.dtype, options.op, 0},
+                                      why_not);
+    const int warmup = op_warmup(options, row.bytes);
+    const auto results = measure_alternating(
+        {Contender{ringrun_barrier_or_fail, engine_op, warmup},
+         Contender{ringrun_barrier_or_fail,
+                   [&] {
+                     check_rc(ringrun_allreduce(latency.send.data(), latency.recv.data(), row.count, options.dtype,
+                                                options.op),
+                              "ringrun_allreduce (through the engine)");
+                   },
+                   warmup},
+         Contender{peer_barrier, peer_op, warmup}},
+        options);
+    row.engine_us = to_us(results[0]);
+    row.sync_via_engine_us = to_us(results[1]);
+    row.peer_us = to_us(results[2]);
+    row.ratio = quotient(row.engine_us, row.plain_us);
+  }
+
+  if (context.rank != 0) return;
+  if (options.json) {
+    for (const WorkloadRow &row : rows) json_rows.push_back(workload_json(row, options, context));
+    for (const LatencyRow &row : latency_rows) json_rows.push_back(latency_json(row, options, context));
+    return;
+  }
+  if (!rows.empty()) print_workload_table(rows);
+  if (!latency_rows.empty()) print_latency_table(latency_rows);
+}
+
+}  // namespace ringrun::bench
