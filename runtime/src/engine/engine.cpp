@@ -223,6 +223,7 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("tensor '{}': broadcast root {} is not a rank (size {})", name, request.root, size_));
   auto state = std::make_shared<OpState>(driver_);
+  bool first_of_batch = false;
   {
     std::lock_guard lock(mutex_);
     if (broken_code_) throw RuntimeError(broken_code_, fmt::format("tensor '{}': {}", name, broken_message_));
@@ -232,10 +233,13 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
       throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                          fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
     local_names_.emplace(name, true);
+    first_of_batch = submitted_.empty();
+    if (first_of_batch) batch_started_ = Clock::now();
     submitted_.push_back(LocalOp{std::move(request), state});
-    submissions_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_one();
+  // Only the first submission of a batch wakes the background thread (one wake-up per step, not
+  // one per tensor); it then lets the batch gather for config_.batch_window.
+  if (first_of_batch) wake_.notify_one();
   return state;
 }
 
@@ -254,36 +258,29 @@ void Engine::shutdown() {
 }
 
 void Engine::loop() {
-  std::uint64_t seen_submissions = 0;
-  bool ran_ops = false;
   for (;;) {
-    if (ran_ops) {
-      const auto spin_until = Clock::now() + config_.spin_before_sleep;
-      while (submissions_.load(std::memory_order_acquire) == seen_submissions && Clock::now() < spin_until)
-        std::this_thread::yield();
-    }
     {
-      // Wake at once for a submission or a shutdown; otherwise join a cycle when none ran for the
-      // cycle time (while anything is pending anywhere) or the idle heartbeat, so that peers
-      // waiting in a cycle are never stuck. A thread waiting for its op runs cycles itself; while it
-      // does, the background thread sleeps.
+      // A batch of submissions runs once it is batch_window old (a backward pass submits its
+      // gradients microseconds apart: one cycle for all of them, not one per tensor), a shutdown
+      // at once; otherwise join a cycle when none ran for the cycle time (while anything is
+      // pending anywhere) or the idle heartbeat, so that peers waiting in a cycle are never
+      // stuck. A thread waiting for its op runs cycles itself, at once; while one does, the
+      // background thread sleeps.
       std::unique_lock lock(mutex_);
       for (;;) {
-        if ((!submitted_.empty() && driver_->waiters.load() == 0) || waiter_left_ ||
-            (shutdown_requested_ && !shutdown_sent_.load()) || finished_flag_.load())
-          break;
-        const Clock::duration timeout = active_.load() ? Clock::duration(config_.cycle_time)
-                                                       : Clock::duration(config_.idle_heartbeat);
-        const auto idle = Clock::now().time_since_epoch() - Clock::duration(last_cycle_end_.load());
-        if (idle >= timeout) break;
-        wake_.wait_for(lock, timeout - idle);
+        if (waiter_left_ || (shutdown_requested_ && !shutdown_sent_.load()) || finished_flag_.load()) break;
+        const auto now = Clock::now();
+        Clock::time_point due = Clock::time_point(Clock::duration(last_cycle_end_.load())) +
+                                (active_.load() ? Clock::duration(config_.cycle_time) : Clock::duration(config_.idle_heartbeat));
+        if (!submitted_.empty() && driver_->waiters.load() == 0) due = std::min(due, batch_started_ + config_.batch_window);
+        if (now >= due) break;
+        wake_.wait_until(lock, due);
       }
-      seen_submissions = submissions_.load(std::memory_order_relaxed);
       waiter_left_ = false;
     }
     std::unique_lock cycle(driver_->mutex);
     if (finished_) break;
-    ran_ops = cycle_once();
+    cycle_once();
     if (finished_) break;
   }
   std::vector<LocalOp> leftover;

@@ -57,9 +57,10 @@ struct EngineConfig {
   // When no rank had anything pending in the last cycle, an idle rank still joins a cycle this
   // often, so that a peer waiting in a cycle (for stall checks, finalize) is never stuck.
   std::chrono::milliseconds idle_heartbeat{100};
-  // After a cycle that ran ops, and in wait(), poll (yielding the CPU) this long before sleeping:
-  // the next op of a step usually comes within microseconds, and a futex wake-up costs more.
-  std::chrono::microseconds spin_before_sleep{50};
+  // The background thread starts a cycle this long after the first submission of a batch (unless a
+  // waiting thread runs it first): the tensors of a backward pass arrive microseconds apart, and
+  // one cycle for all of them costs far less than a cycle each.
+  std::chrono::microseconds batch_window{200};
 
   static EngineConfig from_environment();  // RuntimeError naming the variable when malformed
 };
@@ -201,7 +202,7 @@ class Engine {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalOp> submitted_;           // not yet sent in a cycle
-  std::atomic<std::uint64_t> submissions_{0};  // ever submitted: lets the thread spin briefly without the mutex
+  std::chrono::steady_clock::time_point batch_started_;  // first submission into an empty submitted_
   std::unordered_map<std::string, bool> local_names_;  // names pending on this rank (submitted, not done)
   bool shutdown_requested_ = false;
   bool stopped_ = false;                     // the thread has left its loop

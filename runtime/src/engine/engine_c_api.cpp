@@ -24,6 +24,7 @@ std::unique_ptr<Engine>& engine_slot() {
   return engine;
 }
 std::uint64_t g_synchronous_calls = 0;  // names the synchronous calls routed through the engine
+constexpr std::uint64_t kSynchronousNames = 16;
 
 core::Communicator& require_communicator(const char* what) {
   core::Communicator* comm = core::process_communicator();
@@ -87,9 +88,12 @@ int synchronous_collective(const char* what, const OpRequest& request) {
         core::clear_error();
         return RINGRUN_OK;
       }
+      // A few names, reused in turn: after the first calls they are response-cache hits (one bit
+      // each instead of a full description), and small allreduces then ride in the negotiation.
+      // Every rank numbers its synchronous calls in the same order, so the names match; the
+      // rotation only has to outlast the synchronous calls in flight at once (one per thread).
       OpRequest named = request;
-      named.name = fmt::format("{}#{}", what, g_synchronous_calls++);
-      named.cacheable = false;
+      named.name = fmt::format("{}#{}", what, g_synchronous_calls++ % kSynchronousNames);
       state = engine->submit(std::move(named));
     }
     state->wait();
