@@ -248,13 +248,18 @@ void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::fu
 }
 
 std::vector<std::string> TcpMesh::exchange_all(const std::string& mine, const char* what) {
-  std::vector<std::string> all(world_.size, std::string(mine.size(), '\0'));
-  all[world_.rank] = mine;
+  return exchange_among(whole_world(world_), mine, what);
+}
+
+std::vector<std::string> TcpMesh::exchange_among(const Group& group, const std::string& mine, const char* what) {
+  std::vector<std::string> all(group.ranks.size(), std::string(mine.size(), '\0'));
+  all[static_cast<std::size_t>(group.index)] = mine;
   std::vector<Transfer> transfers;
-  for (int peer = 0; peer < world_.size; ++peer) {
-    if (peer == world_.rank) continue;
+  for (int i = 0; i < group.size(); ++i) {
+    if (i == group.index) continue;
+    const int peer = group.ranks[static_cast<std::size_t>(i)];
     transfers.push_back(send_to(peer, mine.data(), mine.size()));
-    transfers.push_back(recv_from(peer, all[peer].data(), mine.size()));
+    transfers.push_back(recv_from(peer, all[static_cast<std::size_t>(i)].data(), mine.size()));
   }
   run(transfers, what);
   return all;

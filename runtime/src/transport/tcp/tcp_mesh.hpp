@@ -69,6 +69,8 @@ class TcpMesh {
 
   // Small all-to-all: sends `mine` (len bytes) to every peer and returns everyone's in rank order.
   std::vector<std::string> exchange_all(const std::string& mine, const char* what);
+  // The same among the ranks of group only (in group order); the others are watched for hang-ups.
+  std::vector<std::string> exchange_among(const Group& group, const std::string& mine, const char* what);
 
   // Closes every connection: orderly (remaining data is delivered) after the finalize barrier,
   // else abortive (the peers see a reset at once, as when this process dies).

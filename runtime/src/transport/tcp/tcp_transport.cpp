@@ -32,7 +32,7 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes,
                                     char* extra_in) {
   const World& world = mesh_.world();
-  const int n = world.size;
+  const int n = group_.size();
   unsigned char mine[kHeaderBytes];
   encode_op_header(header, mine);
   std::vector<unsigned char> theirs(kHeaderBytes * n);
@@ -44,11 +44,12 @@ void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, s
   int mismatched_peer = -1;
   bool malformed = false;  // the peer's bytes are not a header at all
   OpHeader mismatched;
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == world.rank) continue;
+  for (int index = 0; index < n; ++index) {
+    if (index == group_.index) continue;
+    const int peer = this->peer(index);
     transfers.push_back(send_to(peer, mine, kHeaderBytes));
     if (extra_bytes) transfers.push_back(send_to(peer, extra, extra_bytes));
-    unsigned char* slot = theirs.data() + kHeaderBytes * peer;
+    unsigned char* slot = theirs.data() + kHeaderBytes * index;
     // Check each header as soon as it is complete: a peer with a smaller count would otherwise
     // leave us waiting for data it never sends.
     transfers.push_back(recv_from(peer, slot, kHeaderBytes, [&, peer, slot](std::size_t done) {
@@ -62,7 +63,7 @@ void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, s
                            }
                            return done;
                          }));
-    if (extra_bytes) transfers.push_back(recv_from(peer, extra_in + extra_bytes * peer, extra_bytes));
+    if (extra_bytes) transfers.push_back(recv_from(peer, extra_in + extra_bytes * index, extra_bytes));
   }
   mesh_.run(transfers, what, [&] {
     if (mismatched_peer < 0) return false;
@@ -79,8 +80,7 @@ void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, s
 void TcpTransport::barrier(const OpHeader& header) { exchange_headers(header, nullptr, 0, nullptr); }
 
 void TcpTransport::allreduce(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
-  const World& world = mesh_.world();
-  const int n = world.size;
+  const int n = group_.size();
   const std::size_t bytes = header.bytes();
   const auto* send = static_cast<const char*>(send_ptr);
   auto* recv = static_cast<char*>(recv_ptr);
@@ -90,7 +90,7 @@ void TcpTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
     if (scratch_.size() < bytes * n) scratch_.resize(bytes * n);
     char* all = scratch_.data();
     // own copy: recv may alias send (none for count 0: the buffers may then be null)
-    if (bytes) std::memcpy(all + bytes * world.rank, send, bytes);
+    if (bytes) std::memcpy(all + bytes * group_.index, send, bytes);
     exchange_headers(header, send, bytes, all);
     if (bytes == 0) return;
     reduce(recv, all, all + bytes, header.count, header.dtype, header.op);
@@ -108,9 +108,8 @@ void TcpTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
 }
 
 void TcpTransport::ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count) {
-  const World& world = mesh_.world();
-  const int n = world.size, r = world.rank;
-  const int next = mod(r + 1, n), prev = mod(r - 1, n);
+  const int n = group_.size(), r = group_.index;
+  const int next = peer(mod(r + 1, n)), prev = peer(mod(r - 1, n));
   const std::size_t esize = dtype_size(header.dtype);
   const ringrun_dtype dtype = header.dtype;
   const ringrun_op op = header.op;
@@ -155,18 +154,18 @@ void TcpTransport::ring_allreduce(const OpHeader& header, const char* send, char
 
 void TcpTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   exchange_headers(header, nullptr, 0, nullptr);
-  const World& world = mesh_.world();
-  const int n = world.size;
+  const int n = group_.size(), r = group_.index;
   const std::size_t bytes = header.bytes();
   if (bytes == 0) return;
-  // A pipelined chain root -> root+1 -> ...: each rank forwards bytes as they arrive.
-  const int position = mod(world.rank - header.root, n);
+  // A pipelined chain root -> root+1 -> ... (root: an index into the group): each rank forwards
+  // bytes as they arrive.
+  const int position = mod(r - header.root, n);
   auto* buf = static_cast<char*>(buf_ptr);
   Transfer t[2];
   std::size_t count = 0;
-  if (position != 0) t[count++] = recv_from(mod(world.rank - 1, n), buf, bytes);
+  if (position != 0) t[count++] = recv_from(peer(mod(r - 1, n)), buf, bytes);
   if (position != n - 1) {
-    t[count] = send_to(mod(world.rank + 1, n), buf, bytes);
+    t[count] = send_to(peer(mod(r + 1, n)), buf, bytes);
     if (position != 0) t[count].available = &t[0].ready;
     ++count;
   }
@@ -175,8 +174,7 @@ void TcpTransport::broadcast(const OpHeader& header, void* buf_ptr) {
 
 void TcpTransport::allgather(const OpHeader& header, const void* send, void* recv_ptr) {
   exchange_headers(header, nullptr, 0, nullptr);
-  const World& world = mesh_.world();
-  const int n = world.size, r = world.rank;
+  const int n = group_.size(), r = group_.index;
   const std::size_t block = header.bytes();
   auto* recv = static_cast<char*>(recv_ptr);
   if (block == 0) return;
@@ -184,9 +182,9 @@ void TcpTransport::allgather(const OpHeader& header, const void* send, void* rec
   // Ring: step s sends block r-s (received in step s-1, forwarded as it arrives), receives r-s-1.
   std::vector<Transfer> t(2 * (n - 1));
   for (int s = 0; s < n - 1; ++s) {
-    t[s] = send_to(mod(r + 1, n), recv + block * mod(r - s, n), block);
+    t[s] = send_to(peer(mod(r + 1, n)), recv + block * mod(r - s, n), block);
     if (s > 0) t[s].available = &t[n - 1 + s - 1].ready;
-    t[n - 1 + s] = recv_from(mod(r - 1, n), recv + block * mod(r - s - 1, n), block);
+    t[n - 1 + s] = recv_from(peer(mod(r - 1, n)), recv + block * mod(r - s - 1, n), block);
   }
   mesh_.run(t, "allgather");
 }

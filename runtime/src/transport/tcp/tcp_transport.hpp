@@ -13,8 +13,14 @@ namespace ringrun::core {
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(TcpMesh& mesh) : mesh_(mesh) {}
+  // Collectives among every rank of the mesh, or among the ranks of group only (over the mesh's
+  // connections to them; every other peer is still watched for a hang-up while this one waits).
+  explicit TcpTransport(TcpMesh& mesh) : TcpTransport(mesh, whole_world(mesh.world())) {}
+  TcpTransport(TcpMesh& mesh, Group group) : mesh_(mesh), group_(std::move(group)) {}
   const char* name() const override { return "tcp"; }
+  // Sends header to every rank of the group and compares theirs: throws the mismatch on every rank
+  // of the group (a barrier when every rank agrees).
+  void check_headers(const OpHeader& header) { exchange_headers(header, nullptr, 0, nullptr); }
   void allreduce(const OpHeader& header, const void* send, void* recv) override;
   void broadcast(const OpHeader& header, void* buf) override;
   void allgather(const OpHeader& header, const void* send, void* recv) override;
@@ -31,7 +37,10 @@ class TcpTransport final : public Transport {
   void exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
   void ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count);
 
+  int peer(int index) const { return group_.ranks[static_cast<std::size_t>(index)]; }
+
   TcpMesh& mesh_;
+  Group group_;
   std::vector<char> scratch_;  // persistent: grown, never shrunk
 };
 
