@@ -129,6 +129,14 @@ int ringrun_local_rank(void) { return guarded("ringrun_local_rank", [](Communica
 int ringrun_local_size(void) { return guarded("ringrun_local_size", [](Communicator& c) { return c.world().local_size; }); }
 int ringrun_cross_rank(void) { return guarded("ringrun_cross_rank", [](Communicator& c) { return c.world().cross_rank; }); }
 int ringrun_cross_size(void) { return guarded("ringrun_cross_size", [](Communicator& c) { return c.world().cross_size; }); }
+const char* ringrun_transport_name(void) {
+  const char* name = nullptr;
+  guarded("ringrun_transport_name", [&](Communicator& c) {
+    name = c.transport_name();  // a string literal: valid after the lock is released
+    return 0;
+  });
+  return name;
+}
 
 // While the engine runs, the synchronous collectives go through it (its thread is then the
 // communicator's only user); before, straight to the communicator.
