@@ -11,6 +11,7 @@
 #include "engine/process_engine.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
 #include "ringrun/store.hpp"
 
 namespace ringrun::core {
@@ -89,6 +90,7 @@ int ringrun_init(void) {
     config.enable_shm = env_int("RINGRUN_DISABLE_SHM", 0, 1).value_or(0) == 0;
     config.shm_slot_bytes =
         static_cast<std::size_t>(env_int("RINGRUN_SHM_SLOT_BYTES", 4096, 1ll << 30).value_or(0));
+    config.tcp_streams = static_cast<int>(env_int("RINGRUN_TCP_STREAMS", 1, kMaxTcpStreams).value_or(1));
     try {
       g_runtime.communicator = Communicator::create(config);
     } catch (const ringrun::RuntimeError& e) {

@@ -389,3 +389,55 @@ TEST_CASE("hierarchical: a rank that drops out on another host makes every rank 
     CHECK(seconds[r] < 5.0);
   }
 }
+
+// RINGRUN_TCP_STREAMS: large ring steps, broadcasts and allgather blocks striped across 3
+// connections per peer (pieces of at least 64 KiB, so the 2^20+3 and 300007 sizes stripe).
+TEST_CASE("TCP streams: 3 connections per peer, flat and hierarchical, against the reference") {
+  const std::vector<std::size_t> sizes = {0, 1, 7, 1000, 16411, 300007, (1u << 20) + 3};
+  test::RankOptions three{.tcp_streams = 3};
+  check_allreduce_on(test::hosts_for(3, Placement::separate_hosts), sizes, "tcp", three);
+  check_allreduce_on(test::hosts_of_blocks({2, 2}), sizes, "shm+tcp", three);
+  for (auto hosts : {test::hosts_for(3, Placement::separate_hosts), test::hosts_of_blocks({2, 2})}) {
+    const int n = static_cast<int>(hosts.size());
+    test::run_ranks_on(hosts, [&](int rank, Communicator& comm) {
+      for (std::size_t count : {std::size_t{7}, std::size_t{65537}, std::size_t{700001}}) {
+        for (int root = 0; root < n; ++root) {
+          std::vector<std::int32_t> buf(count, -1);
+          if (rank == root)
+            for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<std::int32_t>(i * 5 + root);
+          comm.broadcast(buf.data(), count, RINGRUN_INT32, root);
+          for (std::size_t i = 0; i < count; ++i)
+            if (buf[i] != static_cast<std::int32_t>(i * 5 + root)) {
+              FAIL_CHECK("broadcast of ", count, " from root ", root, " wrong at ", i, " on rank ", rank);
+              break;
+            }
+        }
+        std::vector<std::int32_t> mine(count), all(count * n + 1, -1);
+        for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 1000003 + static_cast<std::int32_t>(i);
+        comm.allgather(mine.data(), count, RINGRUN_INT32, all.data());
+        for (int r = 0; r < n; ++r)
+          for (std::size_t i = 0; i < count; ++i)
+            if (all[r * count + i] != r * 1000003 + static_cast<std::int32_t>(i)) {
+              FAIL_CHECK("allgather of ", count, ": block ", r, " wrong at ", i, " on rank ", rank);
+              r = n;
+              break;
+            }
+        CHECK(all[count * n] == -1);
+      }
+      comm.finalize();
+    }, three);
+  }
+}
+
+TEST_CASE("TCP streams: a count outside 1..8 is refused before any connection") {
+  for (int streams : {0, 9}) {
+    CAPTURE(streams);
+    try {
+      test::run_ranks_on({"node0"}, [](int, Communicator&) {}, {.tcp_streams = streams});
+      FAIL_CHECK("no error");
+    } catch (const RuntimeError& e) {
+      CHECK(e.code() == RINGRUN_ERR_INVALID_ARGUMENT);
+      CHECK(std::string(e.what()).find("TCP streams") != std::string::npos);
+    }
+  }
+}

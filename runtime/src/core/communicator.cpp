@@ -23,7 +23,8 @@ namespace {
 constexpr char kSep = '\x1f';
 
 std::string encode_peer(const PeerInfo& p) {
-  return fmt::format("{}{}{}{}{}{}{:x}", p.host, kSep, p.address, kSep, p.port, kSep, p.nonce);
+  return fmt::format("{}{}{}{}{}{}{:x}{}{}", p.host, kSep, p.address, kSep, p.port, kSep, p.nonce, kSep,
+                     p.tcp_streams);
 }
 
 PeerInfo decode_peer(int rank, const std::string& record) {
@@ -37,12 +38,13 @@ PeerInfo decode_peer(int rank, const std::string& record) {
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  if (fields.size() != 4)
+  if (fields.size() != 5)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: rank {} published a malformed address", rank));
   p.host = fields[0];
   p.address = fields[1];
   p.port = static_cast<std::uint16_t>(std::stoul(fields[2]));
   p.nonce = std::stoull(fields[3], nullptr, 16);
+  p.tcp_streams = std::stoi(fields[4]);
   return p;
 }
 
@@ -117,6 +119,10 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   if (config.size < 1 || config.rank < 0 || config.rank >= config.size)
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("communicator: rank {} is not in [0, {})", config.rank, config.size));
+  if (config.tcp_streams < 1 || config.tcp_streams > kMaxTcpStreams)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("communicator: {} TCP streams per peer is not in [1, {}]", config.tcp_streams,
+                                   kMaxTcpStreams));
   std::unique_ptr<Communicator> comm(new Communicator());
   World& world = comm->world_;
   world.rank = config.rank;
@@ -138,11 +144,19 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   self.address = config.listen_address;
   self.port = net::local_port(listener.get());
   self.nonce = random_nonce();
+  self.tcp_streams = config.tcp_streams;
   auto records = config.exchange->allgather(encode_peer(self));
   for (int r = 0; r < config.size; ++r) world.peers[r] = decode_peer(r, records[r]);
   compute_local_and_cross(world);
+  // Every rank sees every record, so every rank fails here alike rather than in the connect.
+  for (int r = 0; r < config.size; ++r)
+    if (world.peers[r].tcp_streams != config.tcp_streams)
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                         fmt::format("RINGRUN_TCP_STREAMS differs between ranks: {} uses {}, rank {} uses {}; set the "
+                                     "same value on every rank",
+                                     world.describe(r), world.peers[r].tcp_streams, config.rank, config.tcp_streams));
 
-  comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout);
+  comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout, config.tcp_streams);
   comm->tcp_ = std::make_unique<TcpTransport>(*comm->mesh_);
   comm->transport_ = comm->tcp_.get();
   const std::size_t slot = config.shm_slot_bytes ? config.shm_slot_bytes : ShmTransport::kDefaultSlotBytes;

@@ -15,6 +15,7 @@ struct PeerInfo {
   std::string address;  // IPv4 address the peer listens on
   std::uint16_t port = 0;
   std::uint64_t nonce = 0;  // random per process; a connecting peer must present it (no stray connects)
+  int tcp_streams = 1;      // TCP connections it opens per peer (RINGRUN_TCP_STREAMS); all must agree
 };
 
 struct World {

@@ -27,7 +27,24 @@ Range segment(std::size_t count, int n, int i) {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// transfer(peer, data, len) cut into `pieces` contiguous pieces of whole `unit`s, piece k on stream
+// k, written to out[0 .. streams); slots past `pieces` get empty transfers with the same peer (so
+// the slot layout does not depend on the size, and no other peer looks involved).
+template <typename Make>
+void stripe(Transfer* out, int streams, int pieces, std::size_t units, std::size_t unit, Make&& make) {
+  for (int k = 0; k < streams; ++k) {
+    Range piece = k < pieces ? segment(units, pieces, k) : Range{0, 0};
+    out[k] = make(k, piece.begin * unit, piece.size * unit);
+    out[k].stream = k;
+  }
+}
+
 }  // namespace
+
+int TcpTransport::stripes(std::size_t bytes) const {
+  return static_cast<int>(
+      std::clamp<std::size_t>(bytes / kMinStripeBytes, 1, static_cast<std::size_t>(mesh_.streams())));
+}
 
 void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes,
                                     char* extra_in) {
@@ -113,41 +130,64 @@ void TcpTransport::ring_allreduce(const OpHeader& header, const char* send, char
   const std::size_t esize = dtype_size(header.dtype);
   const ringrun_dtype dtype = header.dtype;
   const ringrun_op op = header.op;
-  if (scratch_.size() < segment(count, n, 0).size * esize) scratch_.resize(segment(count, n, 0).size * esize);
+  const int streams = mesh_.streams();
+  // Each stream receives its pieces into its own part of the scratch (the streams progress
+  // independently), as large as the largest piece of any segment (segments differ by one element).
+  std::size_t stride = 0;
+  for (int i : {0, n - 1}) {
+    const std::size_t m = segment(count, n, i).size;
+    stride = std::max(stride, segment(m, stripes(m * esize), 0).size * esize);
+  }
+  if (scratch_.size() < stride * streams) scratch_.resize(stride * streams);
   char* scratch = scratch_.data();
 
   // One poll loop runs all 2(n-1) steps. Reduce-scatter step s sends segment r-s and receives
   // segment r-s-1 (reduced into recv as it arrives); step s+1 forwards that segment as soon as
   // its bytes are reduced. Allgather step s sends segment r+1-s (the one this rank owns first)
-  // and receives segment r-s directly into recv.
+  // and receives segment r-s directly into recv. Every step is striped over the streams; piece k
+  // of a step depends on piece k of the step before (the same segment, so the same pieces).
   const int steps = n - 1;
-  std::vector<Transfer> t(4 * steps);
-  auto rs_send = [&](int s) -> Transfer& { return t[s]; };
-  auto rs_recv = [&](int s) -> Transfer& { return t[steps + s]; };
-  auto ag_send = [&](int s) -> Transfer& { return t[2 * steps + s]; };
-  auto ag_recv = [&](int s) -> Transfer& { return t[3 * steps + s]; };
+  std::vector<Transfer> t(4 * steps * streams);
+  auto rs_send = [&](int s) { return &t[static_cast<std::size_t>(s * streams)]; };
+  auto rs_recv = [&](int s) { return &t[static_cast<std::size_t>((steps + s) * streams)]; };
+  auto ag_send = [&](int s) { return &t[static_cast<std::size_t>((2 * steps + s) * streams)]; };
+  auto ag_recv = [&](int s) { return &t[static_cast<std::size_t>((3 * steps + s) * streams)]; };
   for (int s = 0; s < steps; ++s) {
     Range out = segment(count, n, mod(r - s, n));
     Range in = segment(count, n, mod(r - s - 1, n));
-    rs_send(s) = send_to(next, (s == 0 ? send : recv) + out.begin * esize, out.size * esize);
-    if (s > 0) rs_send(s).available = &rs_recv(s - 1).ready;
+    const char* out_base = (s == 0 ? send : recv) + out.begin * esize;
+    stripe(rs_send(s), streams, stripes(out.size * esize), out.size, esize, [&](int k, std::size_t at, std::size_t len) {
+      Transfer x = send_to(next, out_base + at, len);
+      if (s > 0) x.available = &rs_recv(s - 1)[k].ready;
+      return x;
+    });
     const bool last = s == steps - 1;
     // Reduce whole elements as they arrive: recv[seg] = send[seg] (op) incoming.
-    rs_recv(s) = recv_from(prev, scratch, in.size * esize, [=, reduced = std::size_t{0}](std::size_t done) mutable {
-                    std::size_t whole = done / esize;
-                    if (whole > reduced) {
-                      std::size_t at = (in.begin + reduced) * esize;
-                      reduce(recv + at, send + at, scratch + reduced * esize, whole - reduced, dtype, op);
-                      if (last && op == RINGRUN_AVERAGE) finish_average(recv + at, whole - reduced, dtype, n);
-                      reduced = whole;
-                    }
-                    return reduced * esize;
-                  });
+    stripe(rs_recv(s), streams, stripes(in.size * esize), in.size, esize, [&](int k, std::size_t at, std::size_t len) {
+      char* landing = scratch + stride * k;
+      const std::size_t first = in.begin * esize + at;  // the piece's offset in the buffers
+      return recv_from(prev, landing, len, [=, reduced = std::size_t{0}](std::size_t done) mutable {
+        std::size_t whole = done / esize;
+        if (whole > reduced) {
+          std::size_t where = first + reduced * esize;
+          reduce(recv + where, send + where, landing + reduced * esize, whole - reduced, dtype, op);
+          if (last && op == RINGRUN_AVERAGE) finish_average(recv + where, whole - reduced, dtype, n);
+          reduced = whole;
+        }
+        return reduced * esize;
+      });
+    });
     Range ag_out = segment(count, n, mod(r + 1 - s, n));
     Range ag_in = segment(count, n, mod(r - s, n));
-    ag_send(s) = send_to(next, recv + ag_out.begin * esize, ag_out.size * esize,
-                         s == 0 ? &rs_recv(steps - 1).ready : &ag_recv(s - 1).ready);
-    ag_recv(s) = recv_from(prev, recv + ag_in.begin * esize, ag_in.size * esize);
+    stripe(ag_send(s), streams, stripes(ag_out.size * esize), ag_out.size, esize,
+           [&](int k, std::size_t at, std::size_t len) {
+             return send_to(next, recv + ag_out.begin * esize + at, len,
+                            s == 0 ? &rs_recv(steps - 1)[k].ready : &ag_recv(s - 1)[k].ready);
+           });
+    stripe(ag_recv(s), streams, stripes(ag_in.size * esize), ag_in.size, esize,
+           [&](int, std::size_t at, std::size_t len) {
+             return recv_from(prev, recv + ag_in.begin * esize + at, len);
+           });
   }
   mesh_.run(t, collective_name(header.kind));
 }
@@ -161,15 +201,21 @@ void TcpTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   // bytes as they arrive.
   const int position = mod(r - header.root, n);
   auto* buf = static_cast<char*>(buf_ptr);
-  Transfer t[2];
-  std::size_t count = 0;
-  if (position != 0) t[count++] = recv_from(peer(mod(r - 1, n)), buf, bytes);
-  if (position != n - 1) {
-    t[count] = send_to(peer(mod(r + 1, n)), buf, bytes);
-    if (position != 0) t[count].available = &t[0].ready;
-    ++count;
-  }
-  mesh_.run(std::span(t, count), "broadcast");
+  const int streams = mesh_.streams(), pieces = stripes(bytes);
+  std::vector<Transfer> t(2 * streams);
+  Transfer* in = t.data();
+  Transfer* out = t.data() + streams;
+  if (position != 0)
+    stripe(in, streams, pieces, bytes, 1, [&](int, std::size_t at, std::size_t len) {
+      return recv_from(peer(mod(r - 1, n)), buf + at, len);
+    });
+  if (position != n - 1)
+    stripe(out, streams, pieces, bytes, 1, [&](int k, std::size_t at, std::size_t len) {
+      return send_to(peer(mod(r + 1, n)), buf + at, len, position != 0 ? &in[k].ready : nullptr);
+    });
+  // The root receives nothing and the last rank sends nothing: leave their slots out.
+  mesh_.run(std::span(t).subspan(position == 0 ? streams : 0, position == 0 || position == n - 1 ? streams : 2 * streams),
+            "broadcast");
 }
 
 void TcpTransport::allgather(const OpHeader& header, const void* send, void* recv_ptr) {
@@ -179,12 +225,21 @@ void TcpTransport::allgather(const OpHeader& header, const void* send, void* rec
   auto* recv = static_cast<char*>(recv_ptr);
   if (block == 0) return;
   std::memmove(recv + block * r, send, block);
-  // Ring: step s sends block r-s (received in step s-1, forwarded as it arrives), receives r-s-1.
-  std::vector<Transfer> t(2 * (n - 1));
+  // Ring: step s sends block r-s (received in step s-1, forwarded as it arrives), receives r-s-1;
+  // each block striped over the streams, piece k forwarded as piece k of the step before arrives.
+  const int streams = mesh_.streams(), pieces = stripes(block);
+  std::vector<Transfer> t(2 * (n - 1) * streams);
+  auto sends = [&](int s) { return &t[static_cast<std::size_t>(s * streams)]; };
+  auto recvs = [&](int s) { return &t[static_cast<std::size_t>((n - 1 + s) * streams)]; };
   for (int s = 0; s < n - 1; ++s) {
-    t[s] = send_to(peer(mod(r + 1, n)), recv + block * mod(r - s, n), block);
-    if (s > 0) t[s].available = &t[n - 1 + s - 1].ready;
-    t[n - 1 + s] = recv_from(peer(mod(r - 1, n)), recv + block * mod(r - s - 1, n), block);
+    char* out = recv + block * mod(r - s, n);
+    char* in = recv + block * mod(r - s - 1, n);
+    stripe(sends(s), streams, pieces, block, 1, [&](int k, std::size_t at, std::size_t len) {
+      return send_to(peer(mod(r + 1, n)), out + at, len, s > 0 ? &recvs(s - 1)[k].ready : nullptr);
+    });
+    stripe(recvs(s), streams, pieces, block, 1, [&](int, std::size_t at, std::size_t len) {
+      return recv_from(peer(mod(r - 1, n)), in + at, len);
+    });
   }
   mesh_.run(t, "allgather");
 }

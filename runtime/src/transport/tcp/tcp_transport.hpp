@@ -30,12 +30,18 @@ class TcpTransport final : public Transport {
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
   // A ring segment (the data one step moves) is at most this large; bigger messages run in pieces.
   static constexpr std::size_t kMaxSegmentBytes = 4u << 20;
+  // With several connections per peer (RINGRUN_TCP_STREAMS), a ring step, broadcast or allgather
+  // block is striped across them in contiguous pieces of at least this many bytes, piece k on
+  // connection k; smaller ones (and every header) use connection 0 alone.
+  static constexpr std::size_t kMinStripeBytes = 64 * 1024;
 
  private:
   // Sends header to every peer and checks theirs (throws the mismatch on every rank). extra is
   // sent right behind the header to every peer (the direct allreduce's data).
   void exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
   void ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count);
+  // Pieces a transfer of `bytes` is striped into: 1 .. mesh_.streams().
+  int stripes(std::size_t bytes) const;
 
   int peer(int index) const { return group_.ranks[static_cast<std::size_t>(index)]; }
 
