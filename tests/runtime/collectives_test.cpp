@@ -275,8 +275,9 @@ TEST_CASE("a rank that drops out mid-job makes every other rank fail within 5 s,
 
 // Several hosts with several ranks each: shared memory within a host, TCP between hosts.
 TEST_CASE("hierarchical allreduce: 2x2, 2x3 and 3x2 hosts x ranks, every dtype and op against the reference") {
-  // 16411 float32 is past the unsharded limit and not divisible by 2 or 3 ranks per host.
-  const std::vector<std::size_t> sizes = {0, 1, 2, 7, 1000, 16411, (1u << 20) + 3};
+  // Up to 16 KiB the flat direct exchange; 4097 float32 (16388 bytes) is the smallest hierarchical
+  // case for 4-byte types, and 4097 and 16411 are not divisible by 2 or 3 ranks per host.
+  const std::vector<std::size_t> sizes = {0, 1, 2, 7, 1000, 4097, 16411, (1u << 20) + 3};
   for (auto layout : {std::vector<int>{2, 2}, std::vector<int>{3, 3}, std::vector<int>{2, 2, 2}}) {
     INFO(layout.size(), " hosts x ", layout[0], " ranks");
     check_allreduce_on(test::hosts_of_blocks(layout), sizes, "shm+tcp");
@@ -329,7 +330,8 @@ TEST_CASE("uneven hosts (3 ranks + 1) fall back to flat TCP and stay correct") {
 
 TEST_CASE("hierarchical: mismatches are reported on every rank, whichever host disagrees") {
   // A different count on one rank, a different op on one rank (the phases combine with SUM either
-  // way, so only the header exchange can see it), and a different kind of collective.
+  // way, so only the header exchange can see it), and a different kind of collective; all large
+  // enough for the hierarchical path.
   for (int variant = 0; variant < 3; ++variant) {
     CAPTURE(variant);
     std::vector<std::string> messages(4);
@@ -340,11 +342,12 @@ TEST_CASE("hierarchical: mismatches are reported on every rank, whichever host d
         if (variant == 0) {
           comm.allreduce(data.data(), data.data(), rank == 2 ? 99999 : 100000, RINGRUN_FLOAT32, RINGRUN_SUM);
         } else if (variant == 1) {
-          comm.allreduce(data.data(), data.data(), 1000, RINGRUN_FLOAT32, rank == 3 ? RINGRUN_AVERAGE : RINGRUN_SUM);
+          comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32,
+                         rank == 3 ? RINGRUN_AVERAGE : RINGRUN_SUM);
         } else if (rank == 1) {
-          comm.broadcast(data.data(), 1000, RINGRUN_FLOAT32, 0);
+          comm.broadcast(data.data(), data.size(), RINGRUN_FLOAT32, 0);
         } else {
-          comm.allreduce(data.data(), data.data(), 1000, RINGRUN_FLOAT32, RINGRUN_SUM);
+          comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM);
         }
         messages[rank] = "no error";
       } catch (const RuntimeError& e) {

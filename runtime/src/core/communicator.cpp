@@ -96,7 +96,7 @@ std::unique_ptr<Transport> create_hierarchical(const World& world, TcpMesh& mesh
                  world.peers[first_without].host);
     return nullptr;
   }
-  return std::make_unique<HierTransport>(world, std::move(shm), std::make_unique<TcpTransport>(mesh, std::move(cross)),
+  return std::make_unique<HierTransport>(world, std::move(shm), std::make_unique<TcpTransport>(mesh, std::move(cross), true),
                                          world_tcp, std::move(host_of), std::move(local_index_of));
 }
 

@@ -3,7 +3,8 @@
 // the transport TWOHOST_TRANSPORT names, then by TWOHOST_MODE:
 //   collectives: allreduce (every dtype x op at sizes 0, 1, 7, 1000; 2^20+3 for sum and average)
 //     against the serial reference, broadcast from every root, allgather, barrier;
-//   mismatch: rank 2 allreduces 999 elements, the others 1000: every rank must report it;
+//   mismatch: rank 2 allreduces 99999 elements, the others 100000 (the hierarchical path's sizes):
+//     every rank must report it;
 //   death: rank 2 exits with 9 in its fourth allreduce; every other rank must fail within 5 s,
 //     naming it.
 // Exit 0 when all is as expected.
@@ -47,16 +48,16 @@ int env_int(const char* name) {
 
 const std::size_t kCounts[] = {0, 1, 7, 1000, (1u << 20) + 3};
 
-// Every rank must fail its allreduce with the mismatch, naming the 999.
+// Every rank must fail its allreduce with the mismatch, naming the 99999.
 void check_mismatch(int rank) {
-  std::vector<float> data(1000, 1.0f);
+  std::vector<float> data(100000, 1.0f);
   call(ringrun_allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM), "first allreduce");
-  int rc = ringrun_allreduce(data.data(), data.data(), rank == 2 ? 999 : 1000, RINGRUN_FLOAT32, RINGRUN_SUM);
+  int rc = ringrun_allreduce(data.data(), data.data(), rank == 2 ? 99999 : 100000, RINGRUN_FLOAT32, RINGRUN_SUM);
   const std::string message = ringrun_last_error();
   std::printf("rank %d: %s\n", rank, message.c_str());
   if (rc != RINGRUN_ERR_MISMATCH || message.find("disagree") == std::string::npos ||
-      message.find("999") == std::string::npos)
-    fail("expected a mismatch naming 999, got code " + std::to_string(rc) + ": " + message);
+      message.find("99999") == std::string::npos)
+    fail("expected a mismatch naming 99999, got code " + std::to_string(rc) + ": " + message);
 }
 
 // Rank 2 dies in its fourth allreduce (a crash: the kernel resets its connections); every other

@@ -5,20 +5,6 @@
 #include "core/dtype.hpp"
 
 namespace ringrun::core {
-namespace {
-
-struct Range {
-  std::size_t begin, size;
-};
-// Shard i of count elements split over n (the first count % n shards one element larger).
-Range shard(std::size_t count, int n, int i) {
-  const std::size_t base = count / static_cast<std::size_t>(n), extra = count % static_cast<std::size_t>(n);
-  const auto ui = static_cast<std::size_t>(i);
-  return {ui * base + std::min(ui, extra), base + (ui < extra ? 1 : 0)};
-}
-
-}  // namespace
-
 HierTransport::HierTransport(const World& world, std::unique_ptr<ShmTransport> local,
                              std::unique_ptr<TcpTransport> cross, TcpTransport& world_tcp, std::vector<int> host_of,
                              std::vector<int> local_index_of)
@@ -31,30 +17,33 @@ HierTransport::HierTransport(const World& world, std::unique_ptr<ShmTransport> l
       local_size_(world.local_size) {}
 
 void HierTransport::allreduce(const OpHeader& header, const void* send, void* recv_ptr) {
+  if (header.bytes() <= TcpTransport::kDirectMaxBytes) return world_tcp_.allreduce(header, send, recv_ptr);
   world_tcp_.check_headers(header);
   auto* recv = static_cast<char*>(recv_ptr);
   // The phases combine partial results: AVERAGE sums and divides once at the end.
   OpHeader phase = header;
   if (header.op == RINGRUN_AVERAGE) phase.op = RINGRUN_SUM;
   local_->allreduce(phase, send, recv);
-  if (header.bytes() <= kUnshardedMaxBytes || header.count < static_cast<std::uint64_t>(local_size_)) {
-    cross_->allreduce(phase, recv, recv);
-    if (header.op == RINGRUN_AVERAGE) finish_average(recv, header.count, header.dtype, world_.size);
-    return;
-  }
+
   const std::size_t esize = dtype_size(header.dtype);
   const int me = local_index_of_[static_cast<std::size_t>(world_.rank)];
-  const Range mine = shard(header.count, local_size_, me);
+  // 0 only with more ranks per host than elements: then the last shard is the whole buffer.
+  const std::size_t block = header.count / static_cast<std::size_t>(local_size_);
+  const std::size_t begin = block * static_cast<std::size_t>(me);
+  const std::size_t size = me == local_size_ - 1 ? header.count - begin : block;
   OpHeader cross = phase;
-  cross.count = mine.size;
-  char* own = recv + mine.begin * esize;
+  cross.count = size;
+  char* own = recv + begin * esize;
   cross_->allreduce(cross, own, own);
-  if (header.op == RINGRUN_AVERAGE) finish_average(own, mine.size, header.dtype, world_.size);
-  for (int p = 0; p < local_size_; ++p) {
-    const Range part = shard(header.count, local_size_, p);
-    OpHeader share{.seq = header.seq, .count = part.size, .kind = Collective::broadcast, .dtype = header.dtype,
-                   .root = p};
-    local_->broadcast(share, recv + part.begin * esize);
+  if (header.op == RINGRUN_AVERAGE) finish_average(own, size, header.dtype, world_.size);
+
+  OpHeader gather{.seq = header.seq, .count = block, .kind = Collective::allgather, .dtype = header.dtype};
+  local_->allgather(gather, recv + block * static_cast<std::size_t>(me) * esize, recv);
+  const std::size_t tail_begin = block * static_cast<std::size_t>(local_size_);
+  if (tail_begin < header.count) {
+    OpHeader tail{.seq = header.seq, .count = header.count - tail_begin, .kind = Collective::broadcast,
+                  .dtype = header.dtype, .root = local_size_ - 1};
+    local_->broadcast(tail, recv + tail_begin * esize);
   }
 }
 

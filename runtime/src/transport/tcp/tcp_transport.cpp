@@ -46,8 +46,23 @@ int TcpTransport::stripes(std::size_t bytes) const {
       std::clamp<std::size_t>(bytes / kMinStripeBytes, 1, static_cast<std::size_t>(mesh_.streams())));
 }
 
+void TcpTransport::check_headers(const OpHeader& header) { send_and_check_headers(header, nullptr, 0, nullptr); }
+
 void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes,
                                     char* extra_in) {
+  if (!headers_checked_elsewhere_) return send_and_check_headers(header, extra, extra_bytes, extra_in);
+  // Only the extra data (the direct allreduce's): every rank agrees on its size.
+  std::vector<Transfer> transfers;
+  for (int index = 0; extra_bytes && index < group_.size(); ++index) {
+    if (index == group_.index) continue;
+    transfers.push_back(send_to(peer(index), extra, extra_bytes));
+    transfers.push_back(recv_from(peer(index), extra_in + extra_bytes * index, extra_bytes));
+  }
+  if (!transfers.empty()) mesh_.run(transfers, collective_name(header.kind));
+}
+
+void TcpTransport::send_and_check_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes,
+                                          char* extra_in) {
   const World& world = mesh_.world();
   const int n = group_.size();
   unsigned char mine[kHeaderBytes];

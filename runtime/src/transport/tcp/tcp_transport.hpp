@@ -15,12 +15,16 @@ class TcpTransport final : public Transport {
  public:
   // Collectives among every rank of the mesh, or among the ranks of group only (over the mesh's
   // connections to them; every other peer is still watched for a hang-up while this one waits).
+  // headers_checked_elsewhere: the caller compares every call's header among all ranks before it
+  // calls this transport (the hierarchical transport does), so this one sends none: a round trip
+  // less per call.
   explicit TcpTransport(TcpMesh& mesh) : TcpTransport(mesh, whole_world(mesh.world())) {}
-  TcpTransport(TcpMesh& mesh, Group group) : mesh_(mesh), group_(std::move(group)) {}
+  TcpTransport(TcpMesh& mesh, Group group, bool headers_checked_elsewhere = false)
+      : mesh_(mesh), group_(std::move(group)), headers_checked_elsewhere_(headers_checked_elsewhere) {}
   const char* name() const override { return "tcp"; }
   // Sends header to every rank of the group and compares theirs: throws the mismatch on every rank
   // of the group (a barrier when every rank agrees).
-  void check_headers(const OpHeader& header) { exchange_headers(header, nullptr, 0, nullptr); }
+  void check_headers(const OpHeader& header);
   void allreduce(const OpHeader& header, const void* send, void* recv) override;
   void broadcast(const OpHeader& header, void* buf) override;
   void allgather(const OpHeader& header, const void* send, void* recv) override;
@@ -37,8 +41,10 @@ class TcpTransport final : public Transport {
 
  private:
   // Sends header to every peer and checks theirs (throws the mismatch on every rank). extra is
-  // sent right behind the header to every peer (the direct allreduce's data).
+  // sent right behind the header to every peer (the direct allreduce's data). With
+  // headers_checked_elsewhere_, only extra travels.
   void exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
+  void send_and_check_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
   void ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count);
   // Pieces a transfer of `bytes` is striped into: 1 .. mesh_.streams().
   int stripes(std::size_t bytes) const;
@@ -47,6 +53,7 @@ class TcpTransport final : public Transport {
 
   TcpMesh& mesh_;
   Group group_;
+  bool headers_checked_elsewhere_ = false;
   std::vector<char> scratch_;  // persistent: grown, never shrunk
 };
 
