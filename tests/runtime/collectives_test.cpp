@@ -296,7 +296,8 @@ TEST_CASE("hierarchical broadcast, allgather and barrier: 2x2 and 3x2 hosts x ra
     INFO(layout.size(), " hosts x ", layout[0], " ranks");
     test::run_ranks_on(hosts, [&](int rank, Communicator& comm) {
       CHECK(std::string(comm.transport_name()) == "shm+tcp");
-      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{300001}}) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
+                                std::size_t{300001}}) {
         for (int root = 0; root < n; ++root) {
           std::vector<std::int32_t> buf(count);
           for (std::size_t i = 0; i < count; ++i) buf[i] = rank == root ? static_cast<std::int32_t>(i * 3 + root) : -1;

@@ -96,8 +96,9 @@ std::unique_ptr<Transport> create_hierarchical(const World& world, TcpMesh& mesh
                  world.peers[first_without].host);
     return nullptr;
   }
-  return std::make_unique<HierTransport>(world, std::move(shm), std::make_unique<TcpTransport>(mesh, std::move(cross), true),
-                                         world_tcp, std::move(host_of), std::move(local_index_of));
+  auto cross_tcp = std::make_unique<TcpTransport>(mesh, std::move(cross), /*headers_checked_elsewhere=*/true);
+  return std::make_unique<HierTransport>(world, std::move(shm), std::move(cross_tcp), world_tcp, std::move(host_of),
+                                         std::move(local_index_of));
 }
 
 std::uint64_t random_nonce() {

@@ -1,10 +1,9 @@
 #include "transport/hier/hier_transport.hpp"
 
-#include <algorithm>
-
 #include "core/dtype.hpp"
 
 namespace ringrun::core {
+
 HierTransport::HierTransport(const World& world, std::unique_ptr<ShmTransport> local,
                              std::unique_ptr<TcpTransport> cross, TcpTransport& world_tcp, std::vector<int> host_of,
                              std::vector<int> local_index_of)

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_transport.hpp"
@@ -31,7 +32,8 @@ class HierTransport final : public Transport {
  public:
   // local: the shared-memory transport among this host's ranks; cross: TCP among the ranks with
   // this rank's local index, hosts in the same order in every cross group, created with
-  // headers_checked_elsewhere; world_tcp: flat TCP over every rank. host_of / local_index_of: every rank's host index and index on its host.
+  // headers_checked_elsewhere; world_tcp: flat TCP over every rank. host_of / local_index_of:
+  // every rank's host index and index on its host.
   HierTransport(const World& world, std::unique_ptr<ShmTransport> local, std::unique_ptr<TcpTransport> cross,
                 TcpTransport& world_tcp, std::vector<int> host_of, std::vector<int> local_index_of);
 

@@ -171,11 +171,12 @@ void TcpTransport::ring_allreduce(const OpHeader& header, const char* send, char
     Range out = segment(count, n, mod(r - s, n));
     Range in = segment(count, n, mod(r - s - 1, n));
     const char* out_base = (s == 0 ? send : recv) + out.begin * esize;
-    stripe(rs_send(s), streams, stripes(out.size * esize), out.size, esize, [&](int k, std::size_t at, std::size_t len) {
-      Transfer x = send_to(next, out_base + at, len);
-      if (s > 0) x.available = &rs_recv(s - 1)[k].ready;
-      return x;
-    });
+    stripe(rs_send(s), streams, stripes(out.size * esize), out.size, esize,
+           [&](int k, std::size_t at, std::size_t len) {
+             Transfer x = send_to(next, out_base + at, len);
+             if (s > 0) x.available = &rs_recv(s - 1)[k].ready;
+             return x;
+           });
     const bool last = s == steps - 1;
     // Reduce whole elements as they arrive: recv[seg] = send[seg] (op) incoming.
     stripe(rs_recv(s), streams, stripes(in.size * esize), in.size, esize, [&](int k, std::size_t at, std::size_t len) {
@@ -217,20 +218,19 @@ void TcpTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   const int position = mod(r - header.root, n);
   auto* buf = static_cast<char*>(buf_ptr);
   const int streams = mesh_.streams(), pieces = stripes(bytes);
+  const bool receives = position != 0, sends = position != n - 1;  // the root only sends, the last only receives
   std::vector<Transfer> t(2 * streams);
   Transfer* in = t.data();
   Transfer* out = t.data() + streams;
-  if (position != 0)
+  if (receives)
     stripe(in, streams, pieces, bytes, 1, [&](int, std::size_t at, std::size_t len) {
       return recv_from(peer(mod(r - 1, n)), buf + at, len);
     });
-  if (position != n - 1)
+  if (sends)
     stripe(out, streams, pieces, bytes, 1, [&](int k, std::size_t at, std::size_t len) {
-      return send_to(peer(mod(r + 1, n)), buf + at, len, position != 0 ? &in[k].ready : nullptr);
+      return send_to(peer(mod(r + 1, n)), buf + at, len, receives ? &in[k].ready : nullptr);
     });
-  // The root receives nothing and the last rank sends nothing: leave their slots out.
-  mesh_.run(std::span(t).subspan(position == 0 ? streams : 0, position == 0 || position == n - 1 ? streams : 2 * streams),
-            "broadcast");
+  mesh_.run(std::span(t).subspan(receives ? 0 : streams, (receives && sends) ? 2 * streams : streams), "broadcast");
 }
 
 void TcpTransport::allgather(const OpHeader& header, const void* send, void* recv_ptr) {
