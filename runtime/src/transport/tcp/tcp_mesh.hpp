@@ -84,6 +84,10 @@ class TcpMesh {
   void close(bool orderly);
 
  private:
+  void progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early);
+  // After a peer closed during run(): reads what the other peers sent, for up to 100 ms, until
+  // stop_early is true (then true) or nothing more arrives (then false).
+  bool drain(std::span<Transfer> transfers, const std::function<bool()>& stop_early);
   [[noreturn]] void peer_failed(int peer, const char* what, int error);
   net::Fd& fd(int peer, int stream = 0) { return fds_[static_cast<std::size_t>(peer * streams_ + stream)]; }
 

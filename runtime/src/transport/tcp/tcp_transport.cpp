@@ -72,33 +72,48 @@ void TcpTransport::send_and_check_headers(const OpHeader& header, const void* ex
   transfers.reserve(4 * n);
   const char* what = collective_name(header.kind);
   // A mismatch is only thrown once this rank's header has reached every peer (so every rank sees
-  // it); the peer's data may never come, so the run stops as soon as that is the case.
+  // it) and every peer's header is here; the peers' data may never come, so the run stops as soon
+  // as that is the case. Waiting for every header means every peer has finished the collective
+  // before: the peers that throw here and close cannot look like a death to a rank that is still
+  // in it (a hierarchical collective ends at different times on different hosts).
   int mismatched_peer = -1;
+  int headers_in = 0;
+  std::vector<std::size_t> extra_transfers;  // indices in transfers
   bool malformed = false;  // the peer's bytes are not a header at all
   OpHeader mismatched;
   for (int index = 0; index < n; ++index) {
     if (index == group_.index) continue;
     const int peer = this->peer(index);
     transfers.push_back(send_to(peer, mine, kHeaderBytes));
-    if (extra_bytes) transfers.push_back(send_to(peer, extra, extra_bytes));
+    if (extra_bytes) {
+      extra_transfers.push_back(transfers.size());
+      transfers.push_back(send_to(peer, extra, extra_bytes));
+    }
     unsigned char* slot = theirs.data() + kHeaderBytes * index;
     // Check each header as soon as it is complete: a peer with a smaller count would otherwise
     // leave us waiting for data it never sends.
     transfers.push_back(recv_from(peer, slot, kHeaderBytes, [&, peer, slot](std::size_t done) {
+                           if (done == kHeaderBytes) ++headers_in;
                            if (done == kHeaderBytes && mismatched_peer < 0) {
                              OpHeader other;
                              malformed = !decode_op_header(slot, &other);
                              if (malformed || !header.matches(other)) {
                                mismatched_peer = peer;
                                mismatched = other;
+                               // The data behind the headers no longer matters, and the peers may
+                               // send less than ours and close: stop moving it either way.
+                               for (std::size_t i : extra_transfers) transfers[i].len = transfers[i].done;
                              }
                            }
                            return done;
                          }));
-    if (extra_bytes) transfers.push_back(recv_from(peer, extra_in + extra_bytes * index, extra_bytes));
+    if (extra_bytes) {
+      extra_transfers.push_back(transfers.size());
+      transfers.push_back(recv_from(peer, extra_in + extra_bytes * index, extra_bytes));
+    }
   }
   mesh_.run(transfers, what, [&] {
-    if (mismatched_peer < 0) return false;
+    if (mismatched_peer < 0 || headers_in < n - 1) return false;
     for (const Transfer& t : transfers)
       if (t.send && t.len == kHeaderBytes && t.data == reinterpret_cast<char*>(mine) && t.done < t.len) return false;
     return true;
