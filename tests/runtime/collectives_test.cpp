@@ -445,3 +445,20 @@ TEST_CASE("TCP streams: a count outside 1..8 is refused before any connection") 
     }
   }
 }
+
+TEST_CASE("TCP streams: ranks that disagree on the count all fail at start-up, naming the variable") {
+  test::RankOptions options;
+  options.tcp_streams_of = [](int rank) { return rank == 1 ? 2 : 1; };
+  // No rank gets a communicator (the body never runs); run_ranks_on rethrows rank 0's error.
+  try {
+    test::run_ranks_on(test::hosts_for(3, Placement::separate_hosts), [](int, Communicator&) {
+      FAIL_CHECK("a communicator was created");
+    }, options);
+    FAIL_CHECK("no error");
+  } catch (const RuntimeError& e) {
+    CHECK(e.code() == RINGRUN_ERR_BOOTSTRAP);
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("RINGRUN_TCP_STREAMS differs") != std::string::npos);
+    CHECK(std::string(e.what()).find("rank 1 (host node1) uses 2") != std::string::npos);
+  }
+}

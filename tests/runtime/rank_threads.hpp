@@ -40,6 +40,7 @@ inline std::vector<std::string> hosts_of_blocks(const std::vector<int>& ranks_pe
 struct RankOptions {
   std::size_t shm_slot_bytes = 0;  // 0: the transport's default
   int tcp_streams = 1;
+  std::function<int(int rank)> tcp_streams_of = {};  // when set: each rank's own count instead
 };
 
 // Creates one communicator per entry of hosts (rank r claims host hosts[r]; collectively, one
@@ -66,7 +67,7 @@ inline void run_ranks_on(const std::vector<std::string>& hosts,
         config.timeout = std::chrono::seconds(20);
         config.exchange = &exchange;
         config.shm_slot_bytes = options.shm_slot_bytes;
-        config.tcp_streams = options.tcp_streams;
+        config.tcp_streams = options.tcp_streams_of ? options.tcp_streams_of(rank) : options.tcp_streams;
         auto comm = core::Communicator::create(config);
         body(rank, *comm);
       } catch (const std::exception& e) {
