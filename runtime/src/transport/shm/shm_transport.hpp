@@ -1,4 +1,5 @@
-// Collectives through one POSIX shared-memory segment when every rank is on this host.
+// Collectives through one POSIX shared-memory segment among ranks on this host (every rank of the
+// job, or the ranks of this host in a multi-host job: see transport/hier/).
 //
 // Each rank owns two slots (double buffering by round parity) of slot_bytes in the segment, and
 // counters that only it writes: arrived, consumed (the last round number it reached). Every
