@@ -11,6 +11,7 @@
 #include "engine/process_engine.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
 #include "ringrun/store.hpp"
 
 namespace ringrun::core {
@@ -89,6 +90,7 @@ int ringrun_init(void) {
     config.enable_shm = env_int("RINGRUN_DISABLE_SHM", 0, 1).value_or(0) == 0;
     config.shm_slot_bytes =
         static_cast<std::size_t>(env_int("RINGRUN_SHM_SLOT_BYTES", 4096, 1ll << 30).value_or(0));
+    config.tcp_streams = static_cast<int>(env_int("RINGRUN_TCP_STREAMS", 1, kMaxTcpStreams).value_or(1));
     try {
       g_runtime.communicator = Communicator::create(config);
     } catch (const ringrun::RuntimeError& e) {
@@ -129,6 +131,14 @@ int ringrun_local_rank(void) { return guarded("ringrun_local_rank", [](Communica
 int ringrun_local_size(void) { return guarded("ringrun_local_size", [](Communicator& c) { return c.world().local_size; }); }
 int ringrun_cross_rank(void) { return guarded("ringrun_cross_rank", [](Communicator& c) { return c.world().cross_rank; }); }
 int ringrun_cross_size(void) { return guarded("ringrun_cross_size", [](Communicator& c) { return c.world().cross_size; }); }
+const char* ringrun_transport_name(void) {
+  const char* name = nullptr;
+  guarded("ringrun_transport_name", [&](Communicator& c) {
+    name = c.transport_name();  // a string literal: valid after the lock is released
+    return 0;
+  });
+  return name;
+}
 
 // While the engine runs, the synchronous collectives go through it (its thread is then the
 // communicator's only user); before, straight to the communicator.

@@ -37,6 +37,9 @@ int ringrun_local_rank(void);
 int ringrun_local_size(void);
 int ringrun_cross_rank(void);
 int ringrun_cross_size(void);
+/* The transport collectives on host buffers use: "self" (one rank), "shm" (one host), "tcp", or
+ * "shm+tcp" (shared memory within each host, TCP between hosts); NULL before ringrun_init(). */
+const char *ringrun_transport_name(void);
 
 /* send == recv means in place. */
 int ringrun_allreduce(const void *send, void *recv, size_t count, ringrun_dtype dtype, ringrun_op op);

@@ -12,6 +12,7 @@
 #ifdef RINGRUN_HAVE_NCCL
 #include "transport/nccl/nccl_transport.hpp"
 #endif
+#include "transport/hier/hier_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 #include "transport/tcp/tcp_transport.hpp"
@@ -22,7 +23,8 @@ namespace {
 constexpr char kSep = '\x1f';
 
 std::string encode_peer(const PeerInfo& p) {
-  return fmt::format("{}{}{}{}{}{}{:x}", p.host, kSep, p.address, kSep, p.port, kSep, p.nonce);
+  return fmt::format("{}{}{}{}{}{}{:x}{}{}", p.host, kSep, p.address, kSep, p.port, kSep, p.nonce, kSep,
+                     p.tcp_streams);
 }
 
 PeerInfo decode_peer(int rank, const std::string& record) {
@@ -36,13 +38,67 @@ PeerInfo decode_peer(int rank, const std::string& record) {
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  if (fields.size() != 4)
+  if (fields.size() != 5)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: rank {} published a malformed address", rank));
   p.host = fields[0];
   p.address = fields[1];
   p.port = static_cast<std::uint16_t>(std::stoul(fields[2]));
   p.nonce = std::stoull(fields[3], nullptr, 16);
+  p.tcp_streams = std::stoi(fields[4]);
   return p;
+}
+
+// The hierarchical transport when every host holds the same number (> 1) of ranks and every host
+// could set up its shared memory; else null, after a warning that says why (every rank agrees).
+std::unique_ptr<Transport> create_hierarchical(const World& world, TcpMesh& mesh, TcpTransport& world_tcp,
+                                               std::size_t slot_bytes) {
+  const auto hosts = ranks_by_host(world);
+  const std::size_t per_host = hosts[0].size();
+  if (per_host < 2) return nullptr;  // one rank per host: nothing to share
+  bool even = true;
+  for (const auto& host : hosts) even = even && host.size() == per_host;
+  if (!even) {
+    if (world.rank == 0) {
+      std::string counts;
+      for (const auto& host : hosts)
+        counts += fmt::format("{}{}: {}", counts.empty() ? "" : ", ", world.peers[host[0]].host, host.size());
+      fmt::print(stderr,
+                 "ringrun: rank 0: the hosts hold different numbers of ranks ({}); ranks on the same host use TCP "
+                 "instead of shared memory\n",
+                 counts);
+    }
+    return nullptr;
+  }
+  std::vector<int> host_of(world.peers.size()), local_index_of(world.peers.size());
+  for (std::size_t h = 0; h < hosts.size(); ++h)
+    for (std::size_t l = 0; l < per_host; ++l) {
+      host_of[hosts[h][l]] = static_cast<int>(h);
+      local_index_of[hosts[h][l]] = static_cast<int>(l);
+    }
+  const int my_host = host_of[world.rank], my_local = local_index_of[world.rank];
+  Group local{hosts[my_host], my_local};
+  Group cross{{}, my_host};  // one rank per host, hosts in the same order in every cross group
+  for (const auto& host : hosts) cross.ranks.push_back(host[my_local]);
+
+  std::string why_not;
+  auto shm = ShmTransport::create(mesh, std::move(local), slot_bytes, &why_not);
+  // Every host must have its shared memory, or no host uses it (the phases are collective).
+  auto usable = mesh.exchange_all(shm ? "1" : "0", "shared-memory setup");
+  int first_without = -1;
+  for (int r = 0; r < world.size && first_without < 0; ++r)
+    if (usable[r] != "1") first_without = r;
+  if (first_without >= 0) {
+    if (!shm && (my_local == 0 || why_not.find("could not create") == std::string::npos))
+      fmt::print(stderr, "ringrun: rank {}: shared memory unusable ({}); every rank uses TCP instead\n", world.rank,
+                 why_not);
+    else if (world.rank == 0)
+      fmt::print(stderr, "ringrun: rank 0: shared memory unusable on host {}; every rank uses TCP instead\n",
+                 world.peers[first_without].host);
+    return nullptr;
+  }
+  auto cross_tcp = std::make_unique<TcpTransport>(mesh, std::move(cross), /*headers_checked_elsewhere=*/true);
+  return std::make_unique<HierTransport>(world, std::move(shm), std::move(cross_tcp), world_tcp, std::move(host_of),
+                                         std::move(local_index_of));
 }
 
 std::uint64_t random_nonce() {
@@ -64,6 +120,10 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   if (config.size < 1 || config.rank < 0 || config.rank >= config.size)
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("communicator: rank {} is not in [0, {})", config.rank, config.size));
+  if (config.tcp_streams < 1 || config.tcp_streams > kMaxTcpStreams)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("communicator: {} TCP streams per peer is not in [1, {}]", config.tcp_streams,
+                                   kMaxTcpStreams));
   std::unique_ptr<Communicator> comm(new Communicator());
   World& world = comm->world_;
   world.rank = config.rank;
@@ -85,16 +145,27 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   self.address = config.listen_address;
   self.port = net::local_port(listener.get());
   self.nonce = random_nonce();
+  self.tcp_streams = config.tcp_streams;
   auto records = config.exchange->allgather(encode_peer(self));
   for (int r = 0; r < config.size; ++r) world.peers[r] = decode_peer(r, records[r]);
   compute_local_and_cross(world);
+  // Every rank sees every record, so every rank fails here alike rather than in the connect.
+  for (int r = 0; r < config.size; ++r)
+    if (world.peers[r].tcp_streams != config.tcp_streams)
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                         fmt::format("RINGRUN_TCP_STREAMS differs between ranks: {} uses {}, rank {} uses {}; set the "
+                                     "same value on every rank",
+                                     world.describe(r), world.peers[r].tcp_streams, config.rank, config.tcp_streams));
 
-  comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout);
+  comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout, config.tcp_streams);
   comm->tcp_ = std::make_unique<TcpTransport>(*comm->mesh_);
   comm->transport_ = comm->tcp_.get();
-  if (config.enable_shm && world.all_on_one_host()) {
+  const std::size_t slot = config.shm_slot_bytes ? config.shm_slot_bytes : ShmTransport::kDefaultSlotBytes;
+  if (config.enable_shm && !world.all_on_one_host()) {
+    comm->shm_ = create_hierarchical(comm->world_, *comm->mesh_, static_cast<TcpTransport&>(*comm->tcp_), slot);
+    if (comm->shm_) comm->transport_ = comm->shm_.get();
+  } else if (config.enable_shm) {
     std::string why_not;
-    std::size_t slot = config.shm_slot_bytes ? config.shm_slot_bytes : ShmTransport::kDefaultSlotBytes;
     comm->shm_ = ShmTransport::create(*comm->mesh_, slot, &why_not);
     if (comm->shm_) {
       comm->transport_ = comm->shm_.get();

@@ -30,8 +30,9 @@ struct CommunicatorConfig {
   std::string listen_address = "127.0.0.1";    // IPv4 this rank listens on and advertises
   std::chrono::milliseconds timeout{60000};     // for every wait during creation
   Exchange* exchange = nullptr;                 // needed when size > 1
-  bool enable_shm = true;                       // use shared memory when all ranks share a host
+  bool enable_shm = true;                       // use shared memory among the ranks of a host
   std::size_t shm_slot_bytes = 0;               // 0: the transport's default
+  int tcp_streams = 1;                          // TCP connections per pair of ranks (1..kMaxTcpStreams)
 };
 
 class Communicator {
@@ -44,7 +45,8 @@ class Communicator {
   const World& world() const { return world_; }
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }
-  // "shm", "tcp" or "self": the transport collectives on host buffers use. Device buffers (CUDA
+  // "shm", "tcp", "shm+tcp" (hierarchical: shared memory within each host, TCP between hosts) or
+  // "self": the transport collectives on host buffers use. Device buffers (CUDA
   // memory) go through NCCL in builds that have it (transport/nccl/), created on first use.
   const char* transport_name() const;
 
@@ -77,7 +79,7 @@ class Communicator {
   World world_;
   std::unique_ptr<TcpMesh> mesh_;
   std::unique_ptr<Transport> tcp_;
-  std::unique_ptr<Transport> shm_;
+  std::unique_ptr<Transport> shm_;   // ShmTransport (one host) or HierTransport (several hosts)
   Transport* transport_ = nullptr;  // shm_ when there, else tcp_; null for one rank
   std::unique_ptr<Transport> nccl_;  // NcclTransport, for device buffers
   std::uint64_t seq_ = 0;

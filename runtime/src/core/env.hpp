@@ -24,6 +24,8 @@ inline constexpr EnvVariable kEnvironment[] = {
   {"RINGRUN_NETWORK_INTERFACE", "interface whose IPv4 address this rank listens on and advertises"},
   {"RINGRUN_DISABLE_SHM", "1: never use the shared-memory transport"},
   {"RINGRUN_SHM_SLOT_BYTES", "bytes per rank per pipeline slot of the shared-memory transport"},
+  {"RINGRUN_TCP_STREAMS", "TCP connections per pair of ranks, 1 to 8 (default 1); large ring steps are striped across them"},
+  {"RINGRUN_PEER_TIMEOUT", "seconds after which a peer that stops answering fails the collective (default 30)"},
   {"OMPI_COMM_WORLD_RANK", "rank under Open MPI's mpirun (with OMPI_COMM_WORLD_SIZE)"},
   {"PMIX_RANK", "rank under a PMIx server (srun --mpi=pmix, mpirun); PMIX_NAMESPACE selects PMIx exchange"},
   {"SLURM_PROCID", "rank under srun (with SLURM_NTASKS)"},

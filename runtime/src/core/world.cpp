@@ -15,6 +15,25 @@ std::string World::describe(int peer) const {
   return fmt::format("rank {}", peer);
 }
 
+Group whole_world(const World& world) {
+  Group group;
+  group.ranks.resize(static_cast<std::size_t>(world.size));
+  for (int r = 0; r < world.size; ++r) group.ranks[static_cast<std::size_t>(r)] = r;
+  group.index = world.rank;
+  return group;
+}
+
+std::vector<std::vector<int>> ranks_by_host(const World& world) {
+  std::map<std::string, std::size_t> host_index;
+  std::vector<std::vector<int>> hosts;
+  for (int r = 0; r < world.size; ++r) {
+    auto [it, added] = host_index.emplace(world.peers[static_cast<std::size_t>(r)].host, hosts.size());
+    if (added) hosts.emplace_back();
+    hosts[it->second].push_back(r);
+  }
+  return hosts;
+}
+
 void compute_local_and_cross(World& world) {
   std::map<std::string, int> next_local;
   std::vector<int> local_rank_of(world.size);

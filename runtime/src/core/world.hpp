@@ -15,6 +15,7 @@ struct PeerInfo {
   std::string address;  // IPv4 address the peer listens on
   std::uint16_t port = 0;
   std::uint64_t nonce = 0;  // random per process; a connecting peer must present it (no stray connects)
+  int tcp_streams = 1;      // TCP connections it opens per peer (RINGRUN_TCP_STREAMS); all must agree
 };
 
 struct World {
@@ -30,6 +31,19 @@ struct World {
   std::string describe(int peer) const;
   bool all_on_one_host() const { return local_size == size; }
 };
+
+// Some of the ranks of a World that run collectives among themselves (the ranks of one host, or
+// one rank per host): their global ranks in the group's order, and this rank's index there.
+struct Group {
+  std::vector<int> ranks;
+  int index = 0;
+  int size() const { return static_cast<int>(ranks.size()); }
+  int rank() const { return ranks[static_cast<std::size_t>(index)]; }  // this rank, globally
+};
+Group whole_world(const World& world);
+
+// The ranks of every host, hosts in the order of their first rank, ranks ascending.
+std::vector<std::vector<int>> ranks_by_host(const World& world);
 
 // Fills local/cross rank and size from the peers' host names (block or any order: local rank =
 // index among the ranks on the same host; cross rank as in Horovod).

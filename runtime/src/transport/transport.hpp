@@ -1,6 +1,8 @@
-// The one transport interface: a transport runs whole collectives among the ranks of a World.
-// Implementations live beside this file: tcp/ (any ranks, any hosts), shm/ (all ranks on one host,
-// through a shared-memory segment). The communicator picks one per call.
+// The one transport interface: a transport runs whole collectives among the ranks of a World (or
+// of a Group of them). Implementations live beside this file: tcp/ (any ranks, any hosts), shm/
+// (ranks on one host, through a shared-memory segment), hier/ (several hosts with the same number
+// of ranks each: shm within a host, tcp between hosts, built from the other two over groups). The
+// communicator picks one per call.
 //
 // Contract for every method: the header describes the call (the communicator fills seq, count,
 // dtype, op, root); the transport compares headers across ranks and throws RuntimeError

@@ -1,7 +1,16 @@
-// One rank of the two-host test (twohost_test.sh starts 2 per network namespace), through the C
-// API: checks that the runtime sees the job as the environment describes it (2 hosts x 2 ranks),
-// then allreduce (every dtype x op at sizes 0, 1, 7, 1000; 2^20+3 for sum and average) against the
-// serial reference, broadcast from every root, allgather, barrier. Exit 0 when all agree.
+// One rank of the two-host test (twohost_test.sh starts the ranks in two network namespaces),
+// through the C API: checks that the runtime sees the job as the environment describes it and uses
+// the transport TWOHOST_TRANSPORT names, then by TWOHOST_MODE:
+//   collectives: allreduce (every dtype x op at sizes 0, 1, 7, 1000; 2^20+3 for sum and average)
+//     against the serial reference, broadcast from every root, allgather, barrier;
+//   mismatch: rank 2 allreduces 99999 elements, the others 100000 (the hierarchical path's sizes):
+//     every rank must report it;
+//   death: rank 2 exits with 9 in its fourth allreduce; every other rank must fail within 5 s,
+//     naming it.
+// Exit 0 when all is as expected.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +48,37 @@ int env_int(const char* name) {
 
 const std::size_t kCounts[] = {0, 1, 7, 1000, (1u << 20) + 3};
 
+// Every rank must fail its allreduce with the mismatch, naming the 99999.
+void check_mismatch(int rank) {
+  std::vector<float> data(100000, 1.0f);
+  call(ringrun_allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM), "first allreduce");
+  int rc = ringrun_allreduce(data.data(), data.data(), rank == 2 ? 99999 : 100000, RINGRUN_FLOAT32, RINGRUN_SUM);
+  const std::string message = ringrun_last_error();
+  std::printf("rank %d: %s\n", rank, message.c_str());
+  if (rc != RINGRUN_ERR_MISMATCH || message.find("disagree") == std::string::npos ||
+      message.find("99999") == std::string::npos)
+    fail("expected a mismatch naming 99999, got code " + std::to_string(rc) + ": " + message);
+}
+
+// Rank 2 dies in its fourth allreduce (a crash: the kernel resets its connections); every other
+// rank must fail within 5 s with RINGRUN_ERR_PEER naming it.
+void check_death(int rank) {
+  std::vector<float> data((1u << 20) + 3, 1.0f);
+  for (int i = 0; i < 1000; ++i) {
+    if (rank == 2 && i == 3) _exit(9);
+    auto start = std::chrono::steady_clock::now();
+    int rc = ringrun_allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX);
+    if (rc == 0) continue;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string message = ringrun_last_error();
+    std::printf("rank %d: failed after %.3f s: %s\n", rank, seconds, message.c_str());
+    if (rc != RINGRUN_ERR_PEER || message.find("rank 2 (host rrt-host-b)") == std::string::npos || seconds >= 5.0)
+      fail("expected RINGRUN_ERR_PEER naming rank 2 within 5 s");
+    return;
+  }
+  fail("1000 allreduces succeeded although rank 2 died");
+}
+
 }  // namespace
 
 int main() {
@@ -56,6 +96,20 @@ int main() {
     if (seen[i] != env_int(names[i]))
       fail(std::string(names[i]) + "=" + std::to_string(env_int(names[i])) + " but the runtime computed " +
            std::to_string(seen[i]));
+
+  const char* expected_transport = std::getenv("TWOHOST_TRANSPORT");
+  const char* transport = ringrun_transport_name();
+  if (expected_transport && (!transport || std::string(transport) != expected_transport))
+    fail(std::string("transport ") + (transport ? transport : "(null)") + ", expected " + expected_transport);
+  const std::string mode = std::getenv("TWOHOST_MODE") ? std::getenv("TWOHOST_MODE") : "collectives";
+  if (mode == "mismatch" || mode == "death") {
+    if (mode == "mismatch") check_mismatch(rank);
+    else check_death(rank);
+    ringrun_finalize();  // fails after the error; closes the connections either way
+    std::printf("rank %d of %d, transport %s, %s: %s\n", rank, n, transport ? transport : "(null)", mode.c_str(),
+                g_failures ? "FAILED" : "ok");
+    return g_failures ? 1 : 0;
+  }
 
   for (auto dtype : kDtypes)
     for (auto op : kOps)
@@ -104,7 +158,8 @@ int main() {
   int mine = g_failures, total = 0;
   call(ringrun_allreduce(&mine, &total, 1, RINGRUN_INT32, RINGRUN_SUM), "allreduce of the failure counts");
   if (!call(ringrun_finalize(), "finalize")) total += 1;
-  std::printf("rank %d of %d (local %d of %d, cross %d of %d): %s\n", rank, n, seen[1], seen[2], seen[3], seen[4],
+  std::printf("rank %d of %d (local %d of %d, cross %d of %d, transport %s): %s\n", rank, n, seen[1], seen[2],
+              seen[3], seen[4], transport ? transport : "(null)",
               g_failures ? "FAILED" : total ? "ok here, failures elsewhere" : "ok");
   return g_failures || total ? 1 : 0;
 }

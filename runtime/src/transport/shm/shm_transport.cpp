@@ -166,8 +166,10 @@ void stream_fence() {
 #endif
 }
 
-std::string segment_name(const World& world) {
-  return fmt::format("/ringrun-{:016x}-{}", world.peers[0].nonce, world.size);
+// Unique per group: the first rank's nonce is random per process, and a process is the first of
+// at most one group (its host's).
+std::string segment_name(const World& world, const Group& group) {
+  return fmt::format("/ringrun-{:016x}-{}", world.peers[static_cast<std::size_t>(group.ranks[0])].nonce, group.size());
 }
 
 }  // namespace
@@ -192,10 +194,16 @@ std::size_t segment_bytes(int n, std::size_t slot_bytes) {
 }  // namespace
 
 std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, std::size_t slot_bytes, std::string* why_not) {
+  return create(mesh, whole_world(mesh.world()), slot_bytes, why_not);
+}
+
+std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, Group group, std::size_t slot_bytes,
+                                                   std::string* why_not) {
   const World& world = mesh.world();
+  const int n = group.size(), me = group.index;  // the group's first rank creates the segment
   slot_bytes = round_up(std::max<std::size_t>(slot_bytes, kPage), kPage);
-  const std::size_t bytes = segment_bytes(world.size, slot_bytes);
-  const std::string name = segment_name(world);
+  const std::size_t bytes = segment_bytes(n, slot_bytes);
+  const std::string name = segment_name(world, group);
   std::string failure;
   void* base = MAP_FAILED;
 
@@ -205,7 +213,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, std::size_t sl
   };
   // Rank 0 creates and initialises the segment; posix_fallocate reserves the pages now, so a full
   // /dev/shm fails here with ENOSPC instead of a SIGBUS in the middle of a collective.
-  if (world.rank == 0) {
+  if (me == 0) {
     int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
       failure = fmt::format("cannot create /dev/shm{}: {}", name, std::strerror(errno));
@@ -216,22 +224,23 @@ std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, std::size_t sl
       ::close(fd);
       if (base != MAP_FAILED) {
         auto* header = new (base) SegmentHeader{};
-        header->ranks = static_cast<std::uint64_t>(world.size);
+        header->ranks = static_cast<std::uint64_t>(n);
         header->slot_bytes = slot_bytes;
-        for (int r = 0; r < world.size; ++r)
+        for (int r = 0; r < n; ++r)
           new (static_cast<char*>(base) + controls_offset() + sizeof(Control) * r) Control{};
         header->magic.store(kMagic, std::memory_order_release);
       }
     }
   }
-  auto created = mesh.exchange_all(failure.empty() ? "1" : "0", "shared-memory setup");
+  auto created = mesh.exchange_among(group, failure.empty() ? "1" : "0", "shared-memory setup");
   if (created[0] != "1") {
     if (base != MAP_FAILED) ::munmap(base, bytes);
-    if (world.rank == 0) ::shm_unlink(name.c_str());
-    *why_not = world.rank == 0 ? failure : "rank 0 could not create the shared-memory segment";
+    if (me == 0) ::shm_unlink(name.c_str());
+    *why_not = me == 0 ? failure
+                       : fmt::format("rank {} could not create the shared-memory segment", group.ranks[0]);
     return nullptr;
   }
-  if (world.rank != 0) {
+  if (me != 0) {
     int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
     struct stat info {};
     if (fd < 0) {
@@ -248,22 +257,24 @@ std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, std::size_t sl
         failure = fmt::format("/dev/shm{} was not set up for this job", name);
     }
   }
-  auto attached = mesh.exchange_all(failure.empty() ? "1" : "0", "shared-memory setup");
+  auto attached = mesh.exchange_among(group, failure.empty() ? "1" : "0", "shared-memory setup");
   // Every rank has mapped it (or given up): the name is no longer needed, and unlinking now means
   // a crash leaves nothing behind in /dev/shm.
-  if (world.rank == 0) ::shm_unlink(name.c_str());
-  for (int r = 0; r < world.size; ++r) {
+  if (me == 0) ::shm_unlink(name.c_str());
+  for (int r = 0; r < n; ++r) {
     if (attached[r] != "1") {
       if (base != MAP_FAILED) ::munmap(base, bytes);
-      *why_not = r == world.rank ? failure : fmt::format("{} could not map the shared-memory segment", world.describe(r));
+      *why_not = r == me ? failure
+                         : fmt::format("{} could not map the shared-memory segment", world.describe(group.ranks[r]));
       return nullptr;
     }
   }
-  return std::unique_ptr<ShmTransport>(new ShmTransport(mesh, base, bytes, slot_bytes));
+  return std::unique_ptr<ShmTransport>(new ShmTransport(mesh, std::move(group), base, bytes, slot_bytes));
 }
 
-ShmTransport::ShmTransport(TcpMesh& mesh, void* base, std::size_t bytes, std::size_t slot_bytes)
-    : mesh_(mesh), world_(mesh.world()), base_(base), bytes_(bytes), slot_bytes_(slot_bytes) {}
+ShmTransport::ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t bytes, std::size_t slot_bytes)
+    : mesh_(mesh), world_(mesh.world()), group_(std::move(group)), base_(base), bytes_(bytes),
+      slot_bytes_(slot_bytes) {}
 
 ShmTransport::~ShmTransport() { ::munmap(base_, bytes_); }
 
@@ -272,11 +283,11 @@ ShmTransport::Control& ShmTransport::control(int rank) const {
 }
 
 char* ShmTransport::slot(int rank, std::uint32_t round) const {
-  return static_cast<char*>(base_) + slots_offset(world_.size) + slot_bytes_ * (2 * rank + (round & 1));
+  return static_cast<char*>(base_) + slots_offset(group_.size()) + slot_bytes_ * (2 * rank + (round & 1));
 }
 
 char* ShmTransport::ring(int rank, std::uint32_t chunk) const {
-  return static_cast<char*>(base_) + ring_offset(world_.size, slot_bytes_) +
+  return static_cast<char*>(base_) + ring_offset(group_.size(), slot_bytes_) +
          slot_bytes_ * (static_cast<std::size_t>(kRingDepth) * rank + chunk % kRingDepth);
 }
 
@@ -289,7 +300,7 @@ std::size_t ShmTransport::chunk_bytes(std::size_t bytes) const {
 
 void ShmTransport::publish(std::atomic<std::uint32_t>& counter, std::uint32_t value) {
   counter.store(value, std::memory_order_seq_cst);
-  if (control(world_.rank).sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(&counter);
+  if (control(group_.index).sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(&counter);
 }
 
 void ShmTransport::wait(int peer, std::atomic<std::uint32_t>& counter, std::uint32_t target, const char* what) {
@@ -322,8 +333,8 @@ void ShmTransport::wait(int peer, std::atomic<std::uint32_t>& counter, std::uint
 }
 
 void ShmTransport::wait_all(std::atomic<std::uint32_t> Control::*counter, std::uint32_t target, const char* what) {
-  for (int p = 0; p < world_.size; ++p)
-    if (p != world_.rank) wait(p, control(p).*counter, target, what);
+  for (int p = 0; p < group_.size(); ++p)
+    if (p != group_.index) wait(p, control(p).*counter, target, what);
 }
 
 void ShmTransport::begin_round(const OpHeader& header, bool first) {
@@ -331,7 +342,7 @@ void ShmTransport::begin_round(const OpHeader& header, bool first) {
   // My slot of this parity was last used two rounds ago; every peer must be done reading it.
   wait_all(&Control::consumed, round_ - 2, collective_name(header.kind));
   if (first) {
-    SharedHeader& h = control(world_.rank).header[round_ & 1];
+    SharedHeader& h = control(group_.index).header[round_ & 1];
     h = {header.seq, header.count, static_cast<std::uint32_t>(header.kind), static_cast<std::uint32_t>(header.dtype),
          static_cast<std::uint32_t>(header.op), header.root};
   }
@@ -339,7 +350,7 @@ void ShmTransport::begin_round(const OpHeader& header, bool first) {
 
 void ShmTransport::begin_streamed(const OpHeader& header) {
   begin_round(header, true);
-  publish(control(world_.rank).arrived);
+  publish(control(group_.index).arrived);
 }
 
 void ShmTransport::reserve_ring(std::uint32_t chunk, const char* what) {
@@ -348,8 +359,8 @@ void ShmTransport::reserve_ring(std::uint32_t chunk, const char* what) {
 }
 
 void ShmTransport::check_headers(const OpHeader& header) {
-  for (int p = 0; p < world_.size; ++p) {
-    if (p == world_.rank) continue;
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p == group_.index) continue;
     const SharedHeader& h = control(p).header[round_ & 1];
     OpHeader theirs;
     theirs.seq = h.seq;
@@ -358,12 +369,12 @@ void ShmTransport::check_headers(const OpHeader& header) {
     theirs.dtype = static_cast<ringrun_dtype>(h.dtype);
     theirs.op = static_cast<ringrun_op>(h.op);
     theirs.root = h.root;
-    if (!header.matches(theirs)) throw_mismatch(world_, header, p, theirs);
+    if (!header.matches(theirs)) throw_mismatch(world_, header, group_.ranks[p], theirs);
   }
 }
 
 void ShmTransport::barrier(const OpHeader& header) {
-  Control& me = control(world_.rank);
+  Control& me = control(group_.index);
   begin_round(header, true);
   publish(me.arrived);
   wait_all(&Control::arrived, round_, "barrier");
@@ -415,12 +426,12 @@ class ShmTransport::Pieces {
 };
 
 void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces) {
-  const int n = world_.size;
-  Control& me = control(world_.rank);
+  const int n = group_.size();
+  Control& me = control(group_.index);
   const std::size_t bytes = header.bytes();
   const std::size_t esize = dtype_size(header.dtype);
   begin_round(header, true);
-  char* mine = slot(world_.rank, round_);
+  char* mine = slot(group_.index, round_);
   pieces.each(0, bytes, [&](const char* in, char*, std::size_t len, std::size_t done) { std::memcpy(mine + done, in, len); });
   publish(me.arrived);
   wait_all(&Control::arrived, round_, "allreduce");
@@ -447,7 +458,7 @@ void ShmTransport::allreduce_scattered(const OpHeader& header, std::span<const B
     throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("allreduce: spans of {} bytes for {}", pieces.bytes(), header.describe()));
   if (bytes <= kDirectMaxBytes && bytes <= slot_bytes_) return allreduce_direct(header, pieces);
 
-  const int n = world_.size, r = world_.rank;
+  const int n = group_.size(), r = group_.index;
   Control& me = control(r);
   const std::size_t esize = dtype_size(header.dtype);
   const std::size_t per_chunk = chunk_bytes(bytes) / esize;
@@ -533,7 +544,7 @@ void ShmTransport::allreduce_scattered(const OpHeader& header, std::span<const B
 void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   auto* buf = static_cast<char*>(buf_ptr);
   const std::size_t bytes = header.bytes();
-  const int r = world_.rank, root = header.root;
+  const int r = group_.index, root = header.root;
   Control& me = control(r);
   if (bytes <= kDirectMaxBytes) {
     // One round per slot: the latency path.
@@ -590,7 +601,7 @@ void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void*
   const auto* send = static_cast<const char*>(send_ptr);
   auto* recv = static_cast<char*>(recv_ptr);
   const std::size_t block = header.bytes();
-  const int n = world_.size, r = world_.rank;
+  const int n = group_.size(), r = group_.index;
   Control& me = control(r);
   if (block <= kDirectMaxBytes) {
     std::size_t begin = 0;

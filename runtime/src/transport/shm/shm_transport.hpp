@@ -1,4 +1,5 @@
-// Collectives through one POSIX shared-memory segment when every rank is on this host.
+// Collectives through one POSIX shared-memory segment among ranks on this host (every rank of the
+// job, or the ranks of this host in a multi-host job: see transport/hier/).
 //
 // Each rank owns two slots (double buffering by round parity) of slot_bytes in the segment, and
 // counters that only it writes: arrived, consumed (the last round number it reached). Every
@@ -43,6 +44,10 @@ class ShmTransport final : public Transport {
   // Collective over every rank of mesh.world() (all on one host). Returns null, with the reason
   // in *why_not, when any rank cannot create or map the segment (then every rank gets null).
   static std::unique_ptr<ShmTransport> create(TcpMesh& mesh, std::size_t slot_bytes, std::string* why_not);
+  // The same among the ranks of group only (the ranks of one host in a multi-host job); ranks,
+  // roots and errors inside the transport are group indices, errors name global ranks.
+  static std::unique_ptr<ShmTransport> create(TcpMesh& mesh, Group group, std::size_t slot_bytes,
+                                              std::string* why_not);
   ~ShmTransport() override;
 
   const char* name() const override { return "shm"; }
@@ -56,7 +61,7 @@ class ShmTransport final : public Transport {
   struct Control;
 
  private:
-  ShmTransport(TcpMesh& mesh, void* base, std::size_t bytes, std::size_t slot_bytes);
+  ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t bytes, std::size_t slot_bytes);
   Control& control(int rank) const;
   char* slot(int rank, std::uint32_t round) const;
   char* ring(int rank, std::uint32_t chunk) const;
@@ -77,6 +82,7 @@ class ShmTransport final : public Transport {
 
   TcpMesh& mesh_;
   const World& world_;
+  Group group_;  // the ranks sharing the segment; index = position of this rank's slots
   void* base_;
   std::size_t bytes_;
   std::size_t slot_bytes_;

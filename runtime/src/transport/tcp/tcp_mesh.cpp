@@ -15,8 +15,8 @@
 namespace ringrun::core {
 namespace {
 
-constexpr std::uint32_t kHelloMagic = 0x31505252;  // "RRP1"
-constexpr std::size_t kHelloBytes = 16;           // magic u32, rank u32, nonce u64
+constexpr std::uint32_t kHelloMagic = 0x32505252;  // "RRP2"
+constexpr std::size_t kHelloBytes = 24;           // magic u32, rank u32, nonce u64, stream u32, streams u32
 
 std::string join_ranks(const std::vector<int>& ranks) {
   std::string out;
@@ -26,28 +26,32 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 }  // namespace
 
-TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout)
-    : fds_(world.size), world_(world) {
+TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout, int streams)
+    : streams_(streams), fds_(static_cast<std::size_t>(world.size * streams)), world_(world) {
   auto deadline = net::Clock::now() + timeout;
   const int me = world.rank;
   // Lower ranks: connect and present the peer's nonce (it proves we read the job's rendezvous).
   for (int peer = 0; peer < me; ++peer) {
     const PeerInfo& info = world.peers[peer];
-    try {
-      net::Fd fd = net::connect_tcp(info.address, info.port, deadline);
-      unsigned char hello[kHelloBytes];
-      net::put_u32(hello, kHelloMagic);
-      net::put_u32(hello + 4, static_cast<std::uint32_t>(me));
-      net::put_u64(hello + 8, info.nonce);
-      net::write_all(fd.get(), hello, sizeof hello, deadline, world.describe(peer));
-      fds_[peer] = std::move(fd);
-    } catch (const net::NetError& e) {
-      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("connecting to {} at {}:{}: {}", world.describe(peer),
-                                                            info.address, info.port, e.what()));
+    for (int stream = 0; stream < streams; ++stream) {
+      try {
+        net::Fd fd = net::connect_tcp(info.address, info.port, deadline);
+        unsigned char hello[kHelloBytes];
+        net::put_u32(hello, kHelloMagic);
+        net::put_u32(hello + 4, static_cast<std::uint32_t>(me));
+        net::put_u64(hello + 8, info.nonce);
+        net::put_u32(hello + 16, static_cast<std::uint32_t>(stream));
+        net::put_u32(hello + 20, static_cast<std::uint32_t>(streams));
+        net::write_all(fd.get(), hello, sizeof hello, deadline, world.describe(peer));
+        this->fd(peer, stream) = std::move(fd);
+      } catch (const net::NetError& e) {
+        throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("connecting to {} at {}:{}: {}", world.describe(peer),
+                                                              info.address, info.port, e.what()));
+      }
     }
   }
   // Higher ranks: accept until all have connected; a stray or malformed connection is dropped.
-  int waiting = world.size - 1 - me;
+  int waiting = (world.size - 1 - me) * streams;
   while (waiting > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
     pollfd p{listener.get(), POLLIN, 0};
@@ -56,7 +60,11 @@ TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds
     if (ready <= 0) {
       std::vector<int> missing;
       for (int peer = me + 1; peer < world.size; ++peer)
-        if (!fds_[peer]) missing.push_back(peer);
+        for (int stream = 0; stream < streams; ++stream)
+          if (!this->fd(peer, stream)) {
+            missing.push_back(peer);
+            break;
+          }
       throw RuntimeError(RINGRUN_ERR_TIMEOUT,
                          fmt::format("connecting the ranks: rank{} {} never connected to rank {} within {} ms",
                                      missing.size() > 1 ? "s" : "", join_ranks(missing), me, timeout.count()));
@@ -70,14 +78,21 @@ TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds
     } catch (const net::NetError&) {
       continue;
     }
-    std::uint32_t peer = net::get_u32(hello + 4);
+    std::uint32_t peer = net::get_u32(hello + 4), stream = net::get_u32(hello + 16);
     if (net::get_u32(hello) != kHelloMagic || net::get_u64(hello + 8) != world.peers[me].nonce ||
-        peer <= static_cast<std::uint32_t>(me) || peer >= static_cast<std::uint32_t>(world.size) || fds_[peer]) {
+        peer <= static_cast<std::uint32_t>(me) || peer >= static_cast<std::uint32_t>(world.size) ||
+        stream >= static_cast<std::uint32_t>(streams) || this->fd(static_cast<int>(peer), static_cast<int>(stream))) {
       fmt::print(stderr, "ringrun: rank {} dropped a connection that is not from a peer of this job\n", me);
       continue;
     }
+    // The communicator checked at rendezvous that every rank uses the same count.
+    if (net::get_u32(hello + 20) != static_cast<std::uint32_t>(streams))
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                         fmt::format("connecting the ranks: {} opens {} connections per peer (RINGRUN_TCP_STREAMS), "
+                                     "rank {} {}; set the same value on every rank",
+                                     world.describe(static_cast<int>(peer)), net::get_u32(hello + 20), me, streams));
     net::set_nodelay(fd.get());
-    fds_[peer] = std::move(fd);
+    this->fd(static_cast<int>(peer), static_cast<int>(stream)) = std::move(fd);
     --waiting;
   }
   // Abortive close by default: a rank that crashes (or aborts) resets its connections at once.
@@ -118,8 +133,8 @@ void TcpMesh::peer_failed(int peer, const char* what, int error) {
       std::vector<pollfd> fds;
       std::vector<int> peers;
       for (int other = 0; other < world_.size; ++other) {
-        if (!fds_[other] || closed[other]) continue;
-        fds.push_back({fds_[other].get(), POLLRDHUP, 0});
+        if (!fd(other) || closed[other]) continue;
+        fds.push_back({fd(other).get(), POLLRDHUP, 0});
         peers.push_back(other);
       }
       if (fds.empty() || ::poll(fds.data(), fds.size(), 2) < 0) break;
@@ -143,9 +158,10 @@ void TcpMesh::peer_failed(int peer, const char* what, int error) {
 void TcpMesh::check_alive(const char* what) {
   std::vector<pollfd> fds;
   std::vector<int> peers;
+  // A dead process resets all its connections; connection 0 of each peer tells.
   for (int peer = 0; peer < world_.size; ++peer) {
-    if (!fds_[peer]) continue;
-    fds.push_back({fds_[peer].get(), POLLRDHUP, 0});
+    if (!fd(peer)) continue;
+    fds.push_back({fd(peer).get(), POLLRDHUP, 0});
     peers.push_back(peer);
   }
   if (fds.empty()) return;
@@ -155,16 +171,66 @@ void TcpMesh::check_alive(const char* what) {
 }
 
 void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early) {
-  const int n = world_.size;
-  std::vector<int> next_send(n, -1), next_recv(n, -1);
-  // Peers this run exchanges nothing with are watched for a hang-up: one of them dying is why the
-  // peers we wait for may never send. A peer whose transfers here are done may legitimately have
-  // moved on and closed (after the finalize barrier), so it is not watched.
+  try {
+    progress(transfers, what, stop_early);
+  } catch (const RuntimeError& e) {
+    // A rank that finds a disagreement stops and closes as soon as it has every header; its close
+    // can reach this rank before the header that explains it has been read from another peer.
+    // Read on for a moment: if the caller's condition is then met (it has found the
+    // disagreement), that is what to report.
+    if (!stop_early || e.code() != RINGRUN_ERR_PEER || !drain(transfers, stop_early)) throw;
+  }
+}
+
+bool TcpMesh::drain(std::span<Transfer> transfers, const std::function<bool()>& stop_early) {
+  const int channels = world_.size * streams_;
+  std::vector<bool> ended(channels, false);
+  const auto until = net::Clock::now() + std::chrono::milliseconds(100);
+  std::vector<int> next_recv(channels);
+  std::vector<pollfd> fds;
+  while (net::Clock::now() < until) {
+    if (stop_early()) return true;
+    std::fill(next_recv.begin(), next_recv.end(), -1);
+    for (std::size_t i = 0; i < transfers.size(); ++i) {
+      const Transfer& t = transfers[i];
+      const int channel = t.peer * streams_ + t.stream;
+      if (!t.send && t.done < t.len && next_recv[channel] < 0) next_recv[channel] = static_cast<int>(i);
+    }
+    bool progressed = false;
+    fds.clear();
+    for (int channel = 0; channel < channels; ++channel) {
+      if (next_recv[channel] < 0 || ended[channel]) continue;
+      Transfer& t = transfers[next_recv[channel]];
+      const int socket = fds_[static_cast<std::size_t>(channel)].get();
+      ssize_t got = ::recv(socket, t.data + t.done, t.len - t.done, MSG_DONTWAIT);
+      if (got > 0) {
+        t.done += static_cast<std::size_t>(got);
+        t.ready = t.on_recv ? t.on_recv(t.done) : t.done;
+        progressed = true;
+      } else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        ended[channel] = true;
+      } else {
+        fds.push_back({socket, POLLIN, 0});
+      }
+    }
+    if (progressed) continue;
+    if (fds.empty()) return stop_early();
+    ::poll(fds.data(), fds.size(), 5);
+  }
+  return stop_early();
+}
+
+void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early) {
+  const int n = world_.size, channels = n * streams_;  // channel = peer * streams_ + stream
+  std::vector<int> next_send(channels, -1), next_recv(channels, -1);
+  // Peers this run exchanges nothing with are watched for a hang-up (on connection 0): one of them
+  // dying is why the peers we wait for may never send. A peer whose transfers here are done may
+  // legitimately have moved on and closed (after the finalize barrier), so it is not watched.
   std::vector<bool> involved(n, false);
   std::vector<pollfd> fds;
-  std::vector<int> poll_peer;
+  std::vector<int> poll_channel;
   for (;;) {
-    // The first unfinished transfer per peer and direction.
+    // The first unfinished transfer per channel and direction.
     std::fill(next_send.begin(), next_send.end(), -1);
     std::fill(next_recv.begin(), next_recv.end(), -1);
     std::fill(involved.begin(), involved.end(), false);
@@ -174,17 +240,19 @@ void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::fu
       involved[t.peer] = true;
       if (t.done == t.len) continue;
       pending = true;
-      auto& slot = t.send ? next_send[t.peer] : next_recv[t.peer];
+      auto& slot = t.send ? next_send[t.peer * streams_ + t.stream] : next_recv[t.peer * streams_ + t.stream];
       if (slot < 0) slot = static_cast<int>(i);
     }
     if (!pending || (stop_early && stop_early())) return;
 
     // Move what can move without waiting; poll only when nothing moved.
     bool progressed = false;
-    for (int peer = 0; peer < n; ++peer) {
-      if (next_recv[peer] >= 0) {
-        Transfer& t = transfers[next_recv[peer]];
-        ssize_t got = ::recv(fds_[peer].get(), t.data + t.done, t.len - t.done, MSG_DONTWAIT);
+    for (int channel = 0; channel < channels; ++channel) {
+      const int peer = channel / streams_;
+      const int socket = fds_[static_cast<std::size_t>(channel)].get();
+      if (next_recv[channel] >= 0) {
+        Transfer& t = transfers[next_recv[channel]];
+        ssize_t got = ::recv(socket, t.data + t.done, t.len - t.done, MSG_DONTWAIT);
         if (got == 0) peer_failed(peer, what, 0);
         if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
           peer_failed(peer, what, errno == ECONNRESET ? 0 : errno);
@@ -194,11 +262,11 @@ void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::fu
           progressed = true;
         }
       }
-      if (next_send[peer] >= 0) {
-        Transfer& t = transfers[next_send[peer]];
+      if (next_send[channel] >= 0) {
+        Transfer& t = transfers[next_send[channel]];
         std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
         if (limit > t.done) {
-          ssize_t sent = ::send(fds_[peer].get(), t.data + t.done, limit - t.done, MSG_DONTWAIT | MSG_NOSIGNAL);
+          ssize_t sent = ::send(socket, t.data + t.done, limit - t.done, MSG_DONTWAIT | MSG_NOSIGNAL);
           if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             peer_failed(peer, what, (errno == EPIPE || errno == ECONNRESET) ? 0 : errno);
           if (sent > 0) {
@@ -211,36 +279,38 @@ void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::fu
     if (progressed) continue;
 
     fds.clear();
-    poll_peer.clear();
-    for (int peer = 0; peer < n; ++peer) {
-      if (!fds_[peer]) continue;
+    poll_channel.clear();
+    for (int channel = 0; channel < channels; ++channel) {
+      const int peer = channel / streams_, stream = channel % streams_;
+      const net::Fd& socket = fds_[static_cast<std::size_t>(channel)];
+      if (!socket) continue;
       short events = 0;
-      if (next_recv[peer] >= 0) events |= POLLIN;
-      if (!involved[peer] || (next_recv[peer] < 0 && next_send[peer] >= 0)) events |= POLLRDHUP;
-      if (next_send[peer] >= 0) {
-        Transfer& t = transfers[next_send[peer]];
+      if (next_recv[channel] >= 0) events |= POLLIN;
+      if ((!involved[peer] && stream == 0) || (next_recv[channel] < 0 && next_send[channel] >= 0)) events |= POLLRDHUP;
+      if (next_send[channel] >= 0) {
+        Transfer& t = transfers[next_send[channel]];
         std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
         if (limit > t.done) events |= POLLOUT;
       }
       if (events == 0) continue;  // done with it in this run (POLLHUP would be reported anyway)
-      fds.push_back({fds_[peer].get(), events, 0});
-      poll_peer.push_back(peer);
+      fds.push_back({socket.get(), events, 0});
+      poll_channel.push_back(channel);
     }
     int ready = ::poll(fds.data(), fds.size(), 1000);
     if (ready < 0 && errno != EINTR)
       throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: poll(): {}", what, std::strerror(errno)));
     for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
-      int peer = poll_peer[i];
+      const int channel = poll_channel[i], peer = channel / streams_;
       short revents = fds[i].revents;
-      bool reading = next_recv[peer] >= 0;
+      bool reading = next_recv[channel] >= 0;
       // While reading, EOF is seen by recv() after the remaining data; otherwise a hang-up of a
       // watched peer (or of one we still send to) is final.
-      bool watched = !involved[peer] || next_send[peer] >= 0;
+      bool watched = !involved[peer] || next_send[channel] >= 0;
       if (!reading && watched && (revents & (POLLRDHUP | POLLHUP))) peer_failed(peer, what, 0);
       if (!reading && watched && (revents & POLLERR)) {
         int error = 0;
         socklen_t len = sizeof error;
-        ::getsockopt(fds_[peer].get(), SOL_SOCKET, SO_ERROR, &error, &len);
+        ::getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &error, &len);
         peer_failed(peer, what, error == ECONNRESET || error == EPIPE ? 0 : error);
       }
     }
@@ -248,13 +318,18 @@ void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::fu
 }
 
 std::vector<std::string> TcpMesh::exchange_all(const std::string& mine, const char* what) {
-  std::vector<std::string> all(world_.size, std::string(mine.size(), '\0'));
-  all[world_.rank] = mine;
+  return exchange_among(whole_world(world_), mine, what);
+}
+
+std::vector<std::string> TcpMesh::exchange_among(const Group& group, const std::string& mine, const char* what) {
+  std::vector<std::string> all(group.ranks.size(), std::string(mine.size(), '\0'));
+  all[static_cast<std::size_t>(group.index)] = mine;
   std::vector<Transfer> transfers;
-  for (int peer = 0; peer < world_.size; ++peer) {
-    if (peer == world_.rank) continue;
+  for (int i = 0; i < group.size(); ++i) {
+    if (i == group.index) continue;
+    const int peer = group.ranks[static_cast<std::size_t>(i)];
     transfers.push_back(send_to(peer, mine.data(), mine.size()));
-    transfers.push_back(recv_from(peer, all[peer].data(), mine.size()));
+    transfers.push_back(recv_from(peer, all[static_cast<std::size_t>(i)].data(), mine.size()));
   }
   run(transfers, what);
   return all;

@@ -1,6 +1,8 @@
-// One TCP connection to every other rank (non-blocking sockets) and a poll-driven progress loop
-// that moves several transfers at once. Every wait also watches all other peers for a hang-up, so
-// a rank that dies is reported by every rank within one poll, whatever the rank was waiting for.
+// One TCP connection (or `streams` of them, RINGRUN_TCP_STREAMS) to every other rank (non-blocking
+// sockets) and a poll-driven progress loop that moves several transfers at once. Every wait also
+// watches all other peers for a hang-up, so a rank that dies is reported by every rank within one
+// poll, whatever the rank was waiting for. Connection 0 of a peer carries headers and small
+// messages; the others only carry pieces of large transfers that a transport stripes across them.
 #pragma once
 
 #include <chrono>
@@ -17,6 +19,7 @@ namespace ringrun::core {
 
 struct Transfer {
   int peer = 0;
+  int stream = 0;  // which of the connections to peer (0 .. streams - 1)
   bool send = false;
   char* data = nullptr;
   std::size_t len = 0;
@@ -48,20 +51,24 @@ inline Transfer recv_from(int peer, void* data, std::size_t len,
   return t;
 }
 
+inline constexpr int kMaxTcpStreams = 8;
+
 class TcpMesh {
  public:
-  // Connects to every peer of world: accepts from higher ranks on listener, connects to lower
-  // ranks. Throws RuntimeError (RINGRUN_ERR_BOOTSTRAP) naming the ranks that never connected.
-  TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout);
+  // Connects to every peer of world, `streams` connections each (every rank must pass the same):
+  // accepts from higher ranks on listener, connects to lower ranks. Throws RuntimeError
+  // (RINGRUN_ERR_BOOTSTRAP) naming the ranks that never connected.
+  TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout, int streams = 1);
   ~TcpMesh();
   TcpMesh(const TcpMesh&) = delete;
   TcpMesh& operator=(const TcpMesh&) = delete;
 
   const World& world() const { return world_; }
+  int streams() const { return streams_; }
 
   // Runs transfers until all are done, or until stop_early (checked after each progress) says
-  // so. Transfers with the same peer and direction proceed in the order given. what names the
-  // collective in errors.
+  // so. Transfers with the same peer, stream and direction proceed in the order given. what names
+  // the collective in errors.
   void run(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early = {});
 
   // Throws RINGRUN_ERR_PEER if any peer has closed its connection (a non-blocking check).
@@ -69,14 +76,23 @@ class TcpMesh {
 
   // Small all-to-all: sends `mine` (len bytes) to every peer and returns everyone's in rank order.
   std::vector<std::string> exchange_all(const std::string& mine, const char* what);
+  // The same among the ranks of group only (in group order); the others are watched for hang-ups.
+  std::vector<std::string> exchange_among(const Group& group, const std::string& mine, const char* what);
 
   // Closes every connection: orderly (remaining data is delivered) after the finalize barrier,
   // else abortive (the peers see a reset at once, as when this process dies).
   void close(bool orderly);
 
  private:
+  void progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early);
+  // After a peer closed during run(): reads what the other peers sent, for up to 100 ms, until
+  // stop_early is true (then true) or nothing more arrives (then false).
+  bool drain(std::span<Transfer> transfers, const std::function<bool()>& stop_early);
   [[noreturn]] void peer_failed(int peer, const char* what, int error);
-  std::vector<net::Fd> fds_;  // by rank; own rank empty
+  net::Fd& fd(int peer, int stream = 0) { return fds_[static_cast<std::size_t>(peer * streams_ + stream)]; }
+
+  int streams_;
+  std::vector<net::Fd> fds_;  // by rank * streams_ + stream; own rank's empty
   World world_;
 };
 

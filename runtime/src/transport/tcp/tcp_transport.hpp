@@ -13,8 +13,18 @@ namespace ringrun::core {
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(TcpMesh& mesh) : mesh_(mesh) {}
+  // Collectives among every rank of the mesh, or among the ranks of group only (over the mesh's
+  // connections to them; every other peer is still watched for a hang-up while this one waits).
+  // headers_checked_elsewhere: the caller compares every call's header among all ranks before it
+  // calls this transport (the hierarchical transport does), so this one sends none: a round trip
+  // less per call.
+  explicit TcpTransport(TcpMesh& mesh) : TcpTransport(mesh, whole_world(mesh.world())) {}
+  TcpTransport(TcpMesh& mesh, Group group, bool headers_checked_elsewhere = false)
+      : mesh_(mesh), group_(std::move(group)), headers_checked_elsewhere_(headers_checked_elsewhere) {}
   const char* name() const override { return "tcp"; }
+  // Sends header to every rank of the group and compares theirs: throws the mismatch on every rank
+  // of the group (a barrier when every rank agrees).
+  void check_headers(const OpHeader& header);
   void allreduce(const OpHeader& header, const void* send, void* recv) override;
   void broadcast(const OpHeader& header, void* buf) override;
   void allgather(const OpHeader& header, const void* send, void* recv) override;
@@ -24,14 +34,26 @@ class TcpTransport final : public Transport {
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
   // A ring segment (the data one step moves) is at most this large; bigger messages run in pieces.
   static constexpr std::size_t kMaxSegmentBytes = 4u << 20;
+  // With several connections per peer (RINGRUN_TCP_STREAMS), a ring step, broadcast or allgather
+  // block is striped across them in contiguous pieces of at least this many bytes, piece k on
+  // connection k; smaller ones (and every header) use connection 0 alone.
+  static constexpr std::size_t kMinStripeBytes = 64 * 1024;
 
  private:
   // Sends header to every peer and checks theirs (throws the mismatch on every rank). extra is
-  // sent right behind the header to every peer (the direct allreduce's data).
+  // sent right behind the header to every peer (the direct allreduce's data). With
+  // headers_checked_elsewhere_, only extra travels.
   void exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
+  void send_and_check_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
   void ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count);
+  // Pieces a transfer of `bytes` is striped into: 1 .. mesh_.streams().
+  int stripes(std::size_t bytes) const;
+
+  int peer(int index) const { return group_.ranks[static_cast<std::size_t>(index)]; }
 
   TcpMesh& mesh_;
+  Group group_;
+  bool headers_checked_elsewhere_ = false;
   std::vector<char> scratch_;  // persistent: grown, never shrunk
 };
 
