@@ -47,22 +47,18 @@ EngineConfig EngineConfig::from_environment() {
 // OpState
 
 void OpState::complete(int code, std::string message) {
-  {
-    std::lock_guard lock(mutex_);
-    if (done_) return;
-    done_ = true;
-    done_flag_.store(true, std::memory_order_release);
-    code_ = code;
-    message_ = std::move(message);
-  }
-  done_cv_.notify_all();
+  if (claimed_.exchange(true, std::memory_order_acq_rel)) return;
+  code_ = code;
+  message_ = std::move(message);
+  done_.store(true, std::memory_order_release);
+  done_.notify_all();
 }
 
 int OpState::wait() {
   // Run the engine's cycles on this thread until the op is done: no hand-off to the background
   // thread and back. When another thread is in a cycle, block on the lock (no spinning): that
   // cycle may well complete this op.
-  if (driver_ && !done_flag_.load(std::memory_order_acquire)) {
+  if (driver_ && !done()) {
     driver_->waiters.fetch_add(1);
     for (;;) {
       std::unique_lock cycle(driver_->mutex);
@@ -71,38 +67,30 @@ int OpState::wait() {
         driver_->waiters.fetch_sub(1);
         break;
       }
-      if (done_flag_.load(std::memory_order_acquire)) {
+      if (done()) {
         // The last waiter to leave hands whatever is still pending back to the background thread.
         if (driver_->waiters.fetch_sub(1) == 1) engine->waiter_left();
         break;
       }
       engine->cycle_once();
+      if (done() && !engine->finished_) {
+        if (driver_->waiters.fetch_sub(1) == 1) engine->waiter_left();
+        break;
+      }
     }
   }
-  std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return done_; });
+  while (!done_.load(std::memory_order_acquire)) done_.wait(false, std::memory_order_acquire);
   return code_;
 }
 
-bool OpState::done() const {
-  std::lock_guard lock(mutex_);
-  return done_;
-}
+int OpState::code() const { return done() ? code_ : 0; }
 
-int OpState::code() const {
-  std::lock_guard lock(mutex_);
-  return code_;
-}
-
-std::string OpState::message() const {
-  std::lock_guard lock(mutex_);
-  return message_;
-}
+std::string OpState::message() const { return done() ? message_ : std::string(); }
 
 // ---------------------------------------------------------------------------------------------
 // What ranks exchange
 
-std::string Engine::Description::describe() const {
+std::string Engine::Shape::describe() const {
   switch (kind) {
     case Collective::allreduce: return fmt::format("allreduce {} {} of {}", core::dtype_name(dtype), core::op_name(op), count);
     case Collective::broadcast: return fmt::format("broadcast {} of {} from root {}", core::dtype_name(dtype), count, root);
@@ -116,11 +104,27 @@ namespace {
 
 enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2 };
 enum Flags : std::uint8_t { kFlagShutdown = 1, kFlagPending = 2 };
-constexpr std::size_t kFixedHeaderBytes = 8;  // u32 payload bytes, u8 flags, 3 spare
+// u32 payload bytes, u8 flags, 3 spare, u32 inline bytes this rank would have sent, 4 spare.
+constexpr std::size_t kFixedHeaderBytes = 16;
+constexpr std::size_t kWantedAt = 8;
 constexpr std::size_t kInlineAlign = 16;      // each inline tensor starts aligned for any dtype
 constexpr std::size_t kInlineMaxPending = 16;  // a rank with more pending ops sends no inline data
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
+
+// The inline area of the next cycle's records: every rank computes it from the same records, so
+// it is the same everywhere. It grows at once to what a rank wanted (a power of two, so that a
+// size seen once keeps fitting) and shrinks by halves once it is four times more than anyone
+// wants: one small tensor gathers a few dozen bytes per cycle, not the whole capacity.
+std::size_t next_inline_area(std::size_t area, std::size_t wanted, std::size_t capacity) {
+  if (wanted > area) {
+    std::size_t grown = kInlineAlign;
+    while (grown < wanted) grown *= 2;
+    return std::min(grown, capacity);
+  }
+  if (wanted * 4 < area && area > kInlineAlign) return area / 2;
+  return area;
+}
 
 class Writer {
  public:
@@ -225,23 +229,35 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("tensor '{}': broadcast root {} is not a rank (size {})", name, request.root, size_));
   auto state = std::make_shared<OpState>(driver_);
-  bool first_of_batch = false;
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     if (broken_code_) throw RuntimeError(broken_code_, fmt::format("tensor '{}': {}", name, broken_message_));
     if (shutdown_requested_ || stopped_)
       throw RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, fmt::format("tensor '{}': the engine is shut down (ringrun_finalize)", name));
-    if (local_names_.count(name))
-      throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
-                         fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
-    local_names_.emplace(name, true);
-    first_of_batch = submitted_.empty();
-    if (first_of_batch) batch_started_ = Clock::now();
-    submitted_.push_back(LocalOp{std::move(request), state});
+    auto [it, created] = local_names_.try_emplace(name, true);
+    if (!created) {
+      if (it->second.load(std::memory_order_acquire))
+        throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                           fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
+      it->second.store(true, std::memory_order_relaxed);
+    }
+    const std::size_t pending = local_names_pending_.fetch_add(1, std::memory_order_relaxed) + 1;
+    // Programs that make up new names all the time would otherwise grow the map without bound.
+    if (local_names_.size() > 4 * pending + 4096)
+      std::erase_if(local_names_, [](auto& kv) { return !kv.second.load(std::memory_order_acquire); });
+    // (it is still valid: its flag is set)
+    if (submitted_.empty()) {
+      batch_started_ = Clock::now();
+      // Only the first submission of a batch can need a wake-up (one per step, not one per
+      // tensor), and only when the background thread would otherwise look later than the end of
+      // the batch window: while ops flow it looks every batch window by itself, and a wake-up
+      // costs more than a small op.
+      wake = thread_checks_at_ > (batch_started_ + config_.batch_window).time_since_epoch().count();
+    }
+    submitted_.push_back(LocalOp{std::move(request), state, &it->second});
   }
-  // Only the first submission of a batch wakes the background thread (one wake-up per step, not
-  // one per tensor); it then lets the batch gather for config_.batch_window.
-  if (first_of_batch) wake_.notify_one();
+  if (wake) wake_.notify_one();
   return state;
 }
 
@@ -278,12 +294,18 @@ void Engine::loop() {
       for (;;) {
         if (waiter_left_ || (shutdown_requested_ && !shutdown_sent_.load()) || finished_flag_.load()) break;
         const auto now = Clock::now();
+        const bool active = active_.load();
         Clock::time_point due = Clock::time_point(Clock::duration(last_cycle_end_.load())) +
-                                (active_.load() ? Clock::duration(config_.cycle_time) : Clock::duration(config_.idle_heartbeat));
+                                (active ? Clock::duration(config_.cycle_time) : Clock::duration(config_.idle_heartbeat));
         if (!submitted_.empty() && driver_->waiters.load() == 0) due = std::min(due, batch_started_ + config_.batch_window);
         if (now >= due) break;
-        wake_.wait_until(lock, due);
+        // While ops flow, look at least every batch window: then submissions need no wake-up.
+        const Clock::time_point check =
+            active ? std::min(due, now + std::max<Clock::duration>(config_.batch_window, std::chrono::microseconds(100))) : due;
+        thread_checks_at_ = check.time_since_epoch().count();
+        wake_.wait_until(lock, check);
       }
+      thread_checks_at_ = 0;
       waiter_left_ = false;
     }
     std::unique_lock cycle(driver_->mutex);
@@ -297,11 +319,13 @@ void Engine::loop() {
     stopped_ = true;
     leftover.swap(submitted_);
   }
-  for (auto& op : leftover)
-    finish_local_op(op, RINGRUN_ERR_NOT_INITIALIZED,
-                    fmt::format("tensor '{}': the engine stopped before the op was negotiated", op.request.name));
+  for (auto& op : leftover) {
+    std::string message = fmt::format("tensor '{}': the engine stopped before the op was negotiated", op.request.name);
+    finish(std::move(op), RINGRUN_ERR_NOT_INITIALIZED, std::move(message));
+  }
   {
     std::lock_guard cycle(driver_->mutex);
+    hand_over_finished();
     driver_->engine = nullptr;  // waiters stop running cycles: the engine may go away now
   }
   if (timeline_) timeline_->flush();
@@ -310,25 +334,24 @@ void Engine::loop() {
 void Engine::waiter_left() {
   {
     std::lock_guard lock(mutex_);
-    if (submitted_.empty() && !active_.load()) return;
+    // Only this rank's own pending ops need the background thread at once; the heartbeat and
+    // cycle time take care of the peers'.
+    if (submitted_.empty() && local_pending_ == 0) return;
     waiter_left_ = true;
   }
   wake_.notify_one();
 }
 
-bool Engine::cycle_once() {
-  std::vector<LocalOp> fresh;
+void Engine::cycle_once() {
   bool shutdown = false;
+  fresh_.clear();
   {
     std::lock_guard lock(mutex_);
-    fresh.swap(submitted_);
+    fresh_.swap(submitted_);
     shutdown = shutdown_requested_;
   }
-  bool ran_ops = false;
   try {
-    const std::uint64_t completed_before = stats().completed;
-    run_cycle(std::move(fresh), shutdown);
-    ran_ops = stats().completed != completed_before;
+    run_cycle(fresh_, shutdown);
     if (shutdown) shutdown_sent_.store(true);
     if (std::all_of(shutdown_seen_.begin(), shutdown_seen_.end(), [](bool b) { return b; })) finished_ = true;
   } catch (...) {
@@ -349,10 +372,18 @@ bool Engine::cycle_once() {
       broken_code_ = code;
       broken_message_ = message;
     }
+    // Ops taken from submitted_ but never sent, if the failure came that early.
+    for (auto& op : fresh_) {
+      if (!op.state) continue;  // moved on into in_flight_ or an entry
+      std::string why = fmt::format("tensor '{}': {}", op.request.name, message);
+      finish(std::move(op), code, std::move(why));
+    }
     fail_everything(code, message);
     finished_ = true;
   }
-  active_.store(anyone_active_ || !local_ops_.empty());
+  fresh_.clear();
+  hand_over_finished();
+  active_.store(anyone_active_ || local_pending_ > 0);
   last_cycle_end_.store(Clock::now().time_since_epoch().count());
   if (finished_) {
     {
@@ -361,10 +392,62 @@ bool Engine::cycle_once() {
     }
     wake_.notify_one();  // the background thread leaves its loop (a waiter may have run the last cycle)
   }
-  return ran_ops;
 }
 
-void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
+const std::string& Engine::entry_name(const Entry& entry) const {
+  return entry.bit >= 0 ? cache_[static_cast<std::size_t>(entry.bit)].name : *entry.name;
+}
+
+Engine::Entry* Engine::find_entry(const std::string& name) {
+  auto cached = cache_index_.find(name);
+  if (cached != cache_index_.end()) {
+    Entry& entry = bit_entries_[cached->second];
+    return entry.present ? &entry : nullptr;
+  }
+  auto named = named_entries_.find(name);
+  return named == named_entries_.end() ? nullptr : &named->second;
+}
+
+Engine::Entry& Engine::entry_for_name(const std::string& name, Clock::time_point) {
+  // A name the cache holds meets the cache bits other ranks sent for it, even when this rank
+  // describes it in full (a changed shape): its entry is the bit's.
+  auto cached = cache_index_.find(name);
+  if (cached != cache_index_.end()) return bit_entries_[cached->second];
+  auto [it, created] = named_entries_.try_emplace(name);
+  Entry& entry = it->second;
+  if (created) {
+    entry.name = &it->first;
+    entry.per_rank.resize(static_cast<std::size_t>(size_));
+    entry.arrival.resize(static_cast<std::size_t>(size_));
+  }
+  return entry;
+}
+
+void Engine::apply_shape(Entry& entry, int rank, const Shape& shape, Clock::time_point now) {
+  if (entry.present == 0) {
+    entry.seq = next_entry_seq_++;
+    entry.first_seen = now;
+    entry.last_warned = now;
+    ++pending_entries_;
+  }
+  auto& slot = entry.per_rank[static_cast<std::size_t>(rank)];
+  if (slot) throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {} submitted '{}' twice", rank, entry_name(entry)));
+  slot = shape;
+  entry.arrival[static_cast<std::size_t>(rank)] = now;
+  if (++entry.present == size_) ready_.push_back(&entry);
+}
+
+void Engine::grow_bit_tables() {
+  // One more cache bit: its entry, and room for its inline sources.
+  Entry& entry = bit_entries_.emplace_back();
+  entry.bit = static_cast<int>(bit_entries_.size() - 1);
+  entry.per_rank.resize(static_cast<std::size_t>(size_));
+  entry.arrival.resize(static_cast<std::size_t>(size_));
+  inline_sources_.resize(bit_entries_.size() * static_cast<std::size_t>(size_), nullptr);
+  inline_ranks_.resize(bit_entries_.size(), 0);
+}
+
+void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   const auto now = Clock::now();
   // One bit per cache entry in use (the same number on every rank: the cache changes only after
   // a cycle's agreement), so the record stays small until the cache fills.
@@ -372,7 +455,7 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
   const std::size_t bit_bytes = (cache_entries + 7) / 8;
   // Then a second bit vector and an area of inline data: small cached allreduces pending here ride
   // along (see below). Only once the cache has entries, so the first cycles stay tiny.
-  const std::size_t inline_bytes = cache_entries ? inline_capacity_ : 0;
+  const std::size_t inline_bytes = cache_entries ? inline_area_ : 0;
   const std::size_t inline_bits_at = kFixedHeaderBytes + bit_bytes;
   // Aligned within the record, and records are whole multiples of kInlineAlign: the reduction
   // reads the data in place from the gathered records.
@@ -381,136 +464,162 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
 
   // This rank's record: cache bits for names the cache knows as submitted, full descriptions for
   // the rest, and (rank 0) the stall shutdowns it decided.
-  std::vector<std::byte> mine(fixed_bytes, std::byte{0});
+  mine_.assign(fixed_bytes, std::byte{0});
   Writer payload;
   std::size_t cached_count = 0;
+  in_flight_.clear();
+  const bool cuda = !fresh.empty() && core::cuda_driver_loaded();
   for (auto& op : fresh) {
     const OpRequest& r = op.request;
-    Description d{r.name, r.kind, r.dtype, r.op, r.root, r.count, r.cacheable};
+    const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable};
     auto cached = cache_index_.find(r.name);
-    if (cached != cache_index_.end() && cache_[cached->second] == d) {
-      mine[kFixedHeaderBytes + cached->second / 8] |= static_cast<std::byte>(1u << (cached->second % 8));
+    const int bit = cached == cache_index_.end() ? -1 : static_cast<int>(cached->second);
+    if (bit >= 0 && cache_[static_cast<std::size_t>(bit)].shape == shape) {
+      mine_[kFixedHeaderBytes + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
       ++cached_count;
     } else {
       payload.u8(kRecordDescription);
-      payload.str(d.name);
-      payload.u8(static_cast<std::uint8_t>(d.kind));
-      payload.u8(static_cast<std::uint8_t>(d.dtype));
-      payload.u8(static_cast<std::uint8_t>(d.op));
-      payload.u8(d.cacheable ? 1 : 0);
-      payload.u32(static_cast<std::uint32_t>(d.root));
-      payload.u64(d.count);
+      payload.str(r.name);
+      payload.u8(static_cast<std::uint8_t>(shape.kind));
+      payload.u8(static_cast<std::uint8_t>(shape.dtype));
+      payload.u8(static_cast<std::uint8_t>(shape.op));
+      payload.u8(shape.cacheable ? 1 : 0);
+      payload.u32(static_cast<std::uint32_t>(shape.root));
+      payload.u64(shape.count);
     }
-    std::string name = r.name;
-    local_ops_.emplace(std::move(name), std::move(op));
+    op.device = cuda && r.kind == Collective::allreduce && core::locate_buffer(r.recv).device;
+    in_flight_.push_back(InFlight{bit, std::move(op)});
   }
   // Inline data: every small allreduce pending here whose name the cache holds as described puts
   // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
   // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
   // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
   // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
-  if (inline_bytes && local_ops_.size() <= kInlineMaxPending) {
-    std::vector<std::pair<std::size_t, const OpRequest*>> candidates;
-    for (const auto& [name, op] : local_ops_) {
+  std::size_t wanted = 0;
+  if (inline_capacity_ && cache_entries && local_pending_ + in_flight_.size() <= kInlineMaxPending) {
+    auto& candidates = inline_candidates_;
+    candidates.clear();
+    auto consider = [&](int bit, const LocalOp& op) {
+      if (bit < 0 || op.device) return;
       const OpRequest& r = op.request;
       const std::size_t bytes = r.count * core::dtype_size(r.dtype);
-      if (r.kind != Collective::allreduce || !r.cacheable || bytes == 0 || bytes > inline_bytes) continue;
-      auto cached = cache_index_.find(name);
-      if (cached == cache_index_.end()) continue;
-      const Description& d = cache_[cached->second];
-      if (d.kind != r.kind || d.dtype != r.dtype || d.op != r.op || d.count != r.count) continue;
-      if (core::locate_buffer(r.send).device) continue;
-      candidates.emplace_back(cached->second, &r);
-    }
+      if (r.kind != Collective::allreduce || !r.cacheable || bytes == 0 || bytes > inline_capacity_) return;
+      const Shape& cached = cache_[static_cast<std::size_t>(bit)].shape;
+      if (cached.kind != r.kind || cached.dtype != r.dtype || cached.op != r.op || cached.count != r.count) return;
+      candidates.emplace_back(bit, &op);
+    };
+    for (const auto& flight : in_flight_) consider(flight.bit, flight.op);
+    for (int bit : local_bits_) consider(bit, *bit_entries_[static_cast<std::size_t>(bit)].local);
     std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.first < b.first; });
     std::size_t used = 0;
-    for (auto& [bit, r] : candidates) {
-      const std::size_t bytes = r->count * core::dtype_size(r->dtype);
+    for (auto& [bit, op] : candidates) {
+      const OpRequest& r = op->request;
+      const std::size_t bytes = r.count * core::dtype_size(r.dtype);
       const std::size_t padded = round_up(bytes, kInlineAlign);
+      wanted += padded;
       if (used + padded > inline_bytes) continue;
-      mine[inline_bits_at + bit / 8] |= static_cast<std::byte>(1u << (bit % 8));
-      std::memcpy(mine.data() + inline_data_at + used, r->send, bytes);
+      mine_[inline_bits_at + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      std::memcpy(mine_.data() + inline_data_at + used, r.send, bytes);
       used += padded;
     }
   }
   std::vector<std::pair<std::string, std::string>> stall_failures;
-  if (rank_ == 0) check_stalls(now, stall_failures);
+  // Stalls are a matter of seconds: rank 0 looks a few times a second, not every cycle.
+  if (rank_ == 0 && now - last_stall_check_ >= std::chrono::milliseconds(50)) {
+    last_stall_check_ = now;
+    check_stalls(now, stall_failures);
+  }
   for (auto& [name, message] : stall_failures) {
     payload.u8(kRecordStallFailure);
     payload.str(name);
     payload.str(message);
   }
   const std::uint32_t payload_bytes = static_cast<std::uint32_t>(payload.bytes().size());
-  std::memcpy(mine.data(), &payload_bytes, sizeof payload_bytes);
-  std::uint8_t flags = (shutdown ? kFlagShutdown : 0) | (!local_ops_.empty() ? kFlagPending : 0);
-  mine[4] = static_cast<std::byte>(flags);
+  std::memcpy(mine_.data(), &payload_bytes, sizeof payload_bytes);
+  std::uint8_t flags = (shutdown ? kFlagShutdown : 0) | (local_pending_ + in_flight_.size() ? kFlagPending : 0);
+  mine_[4] = static_cast<std::byte>(flags);
+  const std::uint32_t wanted_bytes = static_cast<std::uint32_t>(std::min(wanted, inline_capacity_));
+  std::memcpy(mine_.data() + kWantedAt, &wanted_bytes, sizeof wanted_bytes);
 
+  all_fixed_.resize(fixed_bytes * static_cast<std::size_t>(size_));
+  comm_.allgather(mine_.data(), fixed_bytes, RINGRUN_UINT8, all_fixed_.data());
   {
     std::lock_guard lock(stats_mutex_);
     ++stats_.cycles;
     stats_.described_submissions += fresh.size() - cached_count;
     stats_.cached_submissions += cached_count;
   }
-  std::vector<std::byte> all_fixed(fixed_bytes * static_cast<std::size_t>(size_));
-  comm_.allgather(mine.data(), fixed_bytes, RINGRUN_UINT8, all_fixed.data());
 
   std::size_t max_payload = 0;
+  std::size_t max_wanted = 0;
   for (int r = 0; r < size_; ++r) {
-    std::uint32_t bytes;
-    std::memcpy(&bytes, all_fixed.data() + static_cast<std::size_t>(r) * fixed_bytes, sizeof bytes);
+    std::uint32_t bytes, want;
+    std::memcpy(&bytes, all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes, sizeof bytes);
+    std::memcpy(&want, all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes + kWantedAt, sizeof want);
     max_payload = std::max<std::size_t>(max_payload, bytes);
+    max_wanted = std::max<std::size_t>(max_wanted, want);
   }
-  std::vector<std::byte> all_payload;
+  inline_area_ = next_inline_area(inline_area_, max_wanted, inline_capacity_);
   if (max_payload > 0) {
-    std::vector<std::byte> padded(max_payload, std::byte{0});
-    std::copy(payload.bytes().begin(), payload.bytes().end(), padded.begin());
-    all_payload.resize(max_payload * static_cast<std::size_t>(size_));
-    comm_.allgather(padded.data(), max_payload, RINGRUN_UINT8, all_payload.data());
+    padded_payload_.assign(max_payload, std::byte{0});
+    std::copy(payload.bytes().begin(), payload.bytes().end(), padded_payload_.begin());
+    all_payload_.resize(max_payload * static_cast<std::size_t>(size_));
+    comm_.allgather(padded_payload_.data(), max_payload, RINGRUN_UINT8, all_payload_.data());
   }
 
   // Apply every rank's record, in rank order: every rank builds the same table.
   anyone_active_ = false;
+  ready_.clear();
   std::vector<std::pair<std::string, std::string>> agreed_stall_failures;
-  std::vector<int> shutting_down;
   for (int r = 0; r < size_; ++r) {
-    const std::byte* fixed = all_fixed.data() + static_cast<std::size_t>(r) * fixed_bytes;
+    const std::byte* fixed = all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes;
     std::uint32_t bytes;
     std::memcpy(&bytes, fixed, sizeof bytes);
     auto peer_flags = static_cast<std::uint8_t>(fixed[4]);
-    if (peer_flags & kFlagShutdown) {
-      shutdown_seen_[static_cast<std::size_t>(r)] = true;
-      shutting_down.push_back(r);
-    }
+    if (peer_flags & kFlagShutdown) shutdown_seen_[static_cast<std::size_t>(r)] = true;
     if (peer_flags & (kFlagShutdown | kFlagPending)) anyone_active_ = true;
-    for (std::size_t bit = 0; bit < cache_entries; ++bit)
-      if (static_cast<std::uint8_t>(fixed[kFixedHeaderBytes + bit / 8]) & (1u << (bit % 8)))
-        apply_description(r, cache_[bit], now);
-    if (inline_bytes) {
-      std::size_t used = 0;
-      for (std::size_t bit = 0; bit < cache_entries; ++bit) {
-        if (!(static_cast<std::uint8_t>(fixed[inline_bits_at + bit / 8]) & (1u << (bit % 8)))) continue;
-        const Description& d = cache_[bit];
-        const std::size_t padded = round_up(d.count * core::dtype_size(d.dtype), kInlineAlign);
-        if (used + padded > inline_bytes) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: inline data overflows its record");
-        auto& sources = inline_sources_[d.name];
-        sources.resize(static_cast<std::size_t>(size_), nullptr);
-        sources[static_cast<std::size_t>(r)] = fixed + inline_data_at + used;
-        used += padded;
+    // Set bits a 64-bit word at a time: a step of a thousand cached names is a few hundred
+    // nanoseconds here, not a lookup per name.
+    for (std::size_t word = 0; word * 64 < cache_entries; ++word) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, fixed + kFixedHeaderBytes + word * 8, std::min<std::size_t>(8, bit_bytes - word * 8));
+      while (w) {
+        const std::size_t bit = word * 64 + static_cast<std::size_t>(__builtin_ctzll(w));
+        w &= w - 1;
+        apply_shape(bit_entries_[bit], r, cache_[bit].shape, now);
       }
     }
-    Reader reader(all_payload.data() + static_cast<std::size_t>(r) * max_payload, bytes);
+    if (inline_bytes) {
+      std::size_t used = 0;
+      for (std::size_t word = 0; word * 64 < cache_entries; ++word) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, fixed + inline_bits_at + word * 8, std::min<std::size_t>(8, bit_bytes - word * 8));
+        while (w) {
+          const std::size_t bit = word * 64 + static_cast<std::size_t>(__builtin_ctzll(w));
+          w &= w - 1;
+          const Shape& d = cache_[bit].shape;
+          const std::size_t padded = round_up(d.count * core::dtype_size(d.dtype), kInlineAlign);
+          if (used + padded > inline_bytes) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: inline data overflows its record");
+          inline_sources_[bit * static_cast<std::size_t>(size_) + static_cast<std::size_t>(r)] = fixed + inline_data_at + used;
+          if (inline_ranks_[bit]++ == 0) inline_touched_.push_back(static_cast<int>(bit));
+          used += padded;
+        }
+      }
+    }
+    if (max_payload == 0) continue;
+    Reader reader(all_payload_.data() + static_cast<std::size_t>(r) * max_payload, bytes);
     while (reader.more()) {
       auto type = reader.u8();
       if (type == kRecordDescription) {
-        Description d;
-        d.name = reader.str();
+        std::string name = reader.str();
+        Shape d;
         d.kind = static_cast<Collective>(reader.u8());
         d.dtype = static_cast<ringrun_dtype>(reader.u8());
         d.op = static_cast<ringrun_op>(reader.u8());
         d.cacheable = reader.u8() != 0;
         d.root = static_cast<std::int32_t>(reader.u32());
         d.count = reader.u64();
-        apply_description(r, d, now);
+        apply_shape(entry_for_name(name, now), r, d, now);
       } else if (type == kRecordStallFailure) {
         std::string name = reader.str();
         std::string message = reader.str();
@@ -520,9 +629,25 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
       }
     }
   }
-  if (!table_.empty()) anyone_active_ = true;
+  // This rank's ops join the entries its own record just created or joined.
+  for (auto& flight : in_flight_) {
+    Entry& entry = flight.bit >= 0 ? bit_entries_[static_cast<std::size_t>(flight.bit)] : named_entries_.at(flight.op.request.name);
+    if (entry.bit >= 0) {
+      entry.local_at = local_bits_.size();
+      local_bits_.push_back(entry.bit);
+    }
+    entry.local.emplace(std::move(flight.op));
+    ++local_pending_;
+  }
+  in_flight_.clear();
+  if (pending_entries_) anyone_active_ = true;
 
-  for (auto& [name, message] : agreed_stall_failures) fail_entry(name, RINGRUN_ERR_TIMEOUT, message);
+  for (auto& [name, message] : agreed_stall_failures) {
+    if (Entry* entry = find_entry(name)) {
+      std::erase(ready_, entry);  // it may have become ready in this very cycle
+      fail_entry(*entry, RINGRUN_ERR_TIMEOUT, message);
+    }
+  }
 
   if (std::any_of(shutdown_seen_.begin(), shutdown_seen_.end(), [](bool b) { return b; })) {
     std::vector<int> finalizing;
@@ -530,196 +655,212 @@ void Engine::run_cycle(std::vector<LocalOp> fresh, bool shutdown) {
       if (shutdown_seen_[static_cast<std::size_t>(r)]) finalizing.push_back(r);
     fail_everything(RINGRUN_ERR_NOT_INITIALIZED,
                     fmt::format("ringrun_finalize() was called on {} while the op was pending", join_ranks(finalizing)));
-    if (timeline_) timeline_->flush();
-    return;
+  } else {
+    ++cycle_number_;
+    if (timeline_ && config_.timeline_mark_cycles && pending_entries_) timeline_->mark(fmt::format("cycle {}", cycle_number_), now);
+    std::sort(ready_.begin(), ready_.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
+    if (!ready_.empty()) execute(ready_);
   }
-
-  ++cycle_number_;
-  if (timeline_ && config_.timeline_mark_cycles && !table_.empty()) timeline_->mark(fmt::format("cycle {}", cycle_number_), now);
-  std::vector<std::pair<std::uint64_t, std::string>> ready;
-  for (auto& [name, entry] : table_)
-    if (entry.present == size_) ready.emplace_back(entry.seq, name);
-  std::sort(ready.begin(), ready.end());
-  std::vector<std::string> names;
-  names.reserve(ready.size());
-  for (auto& [seq, name] : ready) names.push_back(name);
-  if (!names.empty()) execute(names);
-  inline_sources_.clear();  // they point into this cycle's records
+  ready_.clear();
+  // The inline sources point into this cycle's records.
+  for (int bit : inline_touched_) {
+    inline_ranks_[static_cast<std::size_t>(bit)] = 0;
+    std::fill_n(inline_sources_.begin() + static_cast<std::ptrdiff_t>(bit) * size_, size_, nullptr);
+  }
+  inline_touched_.clear();
   if (timeline_) timeline_->flush();
 }
 
-void Engine::apply_description(int rank, const Description& description, Clock::time_point now) {
-  auto [it, created] = table_.try_emplace(description.name);
-  Entry& entry = it->second;
-  if (created) {
-    entry.seq = next_entry_seq_++;
-    entry.per_rank.resize(static_cast<std::size_t>(size_));
-    entry.arrival.resize(static_cast<std::size_t>(size_));
-    entry.first_seen = now;
-    entry.last_warned = now;
+void Engine::check_stall(Entry& entry, Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail) {
+  if (entry.present == 0 || entry.present == size_) return;
+  const bool warn = config_.stall_warning.count() > 0;
+  const bool stop = config_.stall_shutdown.count() > 0;
+  const auto age = now - entry.first_seen;
+  const bool shut = stop && age >= config_.stall_shutdown;
+  const bool warn_now = warn && age >= config_.stall_warning &&
+                        (now - entry.last_warned >= config_.stall_warning || entry.last_warned == entry.first_seen);
+  if (!shut && !warn_now) return;
+  const std::string& name = entry_name(entry);
+  std::vector<int> submitted;
+  std::string missing;
+  std::string what;
+  for (int r = 0; r < size_; ++r) {
+    const auto& d = entry.per_rank[static_cast<std::size_t>(r)];
+    if (d) {
+      submitted.push_back(r);
+      if (what.empty()) what = d->describe();
+    } else {
+      missing += (missing.empty() ? "" : ", ") + comm_.world().describe(r);
+    }
   }
-  auto& slot = entry.per_rank[static_cast<std::size_t>(rank)];
-  if (slot) throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {} submitted '{}' twice", rank, description.name));
-  // Everything but the name, which is the table's key: no string copy per rank and op.
-  slot.emplace();
-  slot->kind = description.kind;
-  slot->dtype = description.dtype;
-  slot->op = description.op;
-  slot->root = description.root;
-  slot->count = description.count;
-  slot->cacheable = description.cacheable;
-  entry.arrival[static_cast<std::size_t>(rank)] = now;
-  ++entry.present;
+  std::string message = fmt::format("tensor '{}' ({}) has waited {:.1f} s: submitted by {}, not by {}", name, what,
+                                    seconds(age), join_ranks(submitted), missing);
+  if (shut) {
+    to_fail.emplace_back(name, fmt::format("stalled: {} (RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS={:g})", message,
+                                           seconds(config_.stall_shutdown)));
+  } else {
+    std::fprintf(stderr, "ringrun: stall warning: %s\n", message.c_str());
+    entry.last_warned = now;
+    if (timeline_) timeline_->mark("stall: " + name, now);
+  }
 }
 
 void Engine::check_stalls(Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail) {
-  const bool warn = config_.stall_warning.count() > 0;
-  const bool stop = config_.stall_shutdown.count() > 0;
-  if (!warn && !stop) return;
-  for (auto& [name, entry] : table_) {
-    if (entry.present == size_) continue;
-    const auto age = now - entry.first_seen;
-    const bool shut = stop && age >= config_.stall_shutdown;
-    const bool warn_now = warn && age >= config_.stall_warning && (now - entry.last_warned >= config_.stall_warning ||
-                                                                     entry.last_warned == entry.first_seen);
-    if (!shut && !warn_now) continue;
-    std::vector<int> submitted;
-    std::string missing;
-    std::string what;
-    for (int r = 0; r < size_; ++r) {
-      const auto& d = entry.per_rank[static_cast<std::size_t>(r)];
-      if (d) {
-        submitted.push_back(r);
-        if (what.empty()) what = d->describe();
-      } else {
-        missing += (missing.empty() ? "" : ", ") + comm_.world().describe(r);
-      }
-    }
-    std::string message = fmt::format("tensor '{}' ({}) has waited {:.1f} s: submitted by {}, not by {}", name, what,
-                                      seconds(age), join_ranks(submitted), missing);
-    if (shut) {
-      to_fail.emplace_back(name, fmt::format("stalled: {} (RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS={:g})", message,
-                                             seconds(config_.stall_shutdown)));
-    } else {
-      std::fprintf(stderr, "ringrun: stall warning: %s\n", message.c_str());
-      entry.last_warned = now;
-      if (timeline_) timeline_->mark("stall: " + name, now);
-    }
-  }
+  if (config_.stall_warning.count() <= 0 && config_.stall_shutdown.count() <= 0) return;
+  if (pending_entries_ == 0) return;
+  for (Entry& entry : bit_entries_) check_stall(entry, now, to_fail);
+  for (auto& [name, entry] : named_entries_) check_stall(entry, now, to_fail);
 }
 
-void Engine::finish_local_op(LocalOp& op, int code, std::string message) {
-  {
-    std::lock_guard lock(mutex_);
-    local_names_.erase(op.request.name);
+void Engine::finish(LocalOp op, int code, std::string message) {
+  finished_ops_.push_back(Finished{std::move(op.state), op.pending, code, std::move(message)});
+}
+
+void Engine::complete_ok(LocalOp& op) {
+  // The name is free again before the op is done: a thread that sees it done may resubmit it.
+  op.pending->store(false, std::memory_order_release);
+  op.state->complete(RINGRUN_OK, std::string());
+  ++completed_ok_;
+}
+
+void Engine::hand_over_finished() {
+  for (auto& f : finished_ops_) {
+    f.pending->store(false, std::memory_order_release);
+    f.state->complete(f.code, std::move(f.message));
   }
-  {
+  const std::size_t completed = completed_ok_ + finished_ops_.size();
+  if (completed) {
+    local_names_pending_.fetch_sub(completed, std::memory_order_relaxed);
     std::lock_guard lock(stats_mutex_);
-    ++stats_.completed;
+    stats_.completed += completed;
   }
-  op.state->complete(code, std::move(message));
+  completed_ok_ = 0;
+  finished_ops_.clear();
 }
 
-void Engine::finish_local(const std::string& name, int code, std::string message) {
-  auto it = local_ops_.find(name);
-  if (it == local_ops_.end()) return;
-  LocalOp op = std::move(it->second);
-  local_ops_.erase(it);
-  finish_local_op(op, code, std::move(message));
+void Engine::reset_entry(Entry& entry) {
+  if (entry.local) {
+    entry.local.reset();
+    --local_pending_;
+    if (entry.bit >= 0) {
+      // Swap-remove from local_bits_, keeping the moved bit's position right.
+      const int last = local_bits_.back();
+      local_bits_[entry.local_at] = last;
+      bit_entries_[static_cast<std::size_t>(last)].local_at = entry.local_at;
+      local_bits_.pop_back();
+    }
+  }
+  if (entry.present) --pending_entries_;
+  if (entry.bit >= 0) {
+    entry.present = 0;
+    std::fill(entry.per_rank.begin(), entry.per_rank.end(), std::nullopt);
+  } else {
+    named_entries_.erase(named_entries_.find(*entry.name));  // entry is gone from here on
+  }
 }
 
-void Engine::fail_entry(const std::string& name, int code, const std::string& message) {
-  table_.erase(name);
-  finish_local(name, code, message.rfind("tensor '", 0) == 0 ? message : fmt::format("tensor '{}': {}", name, message));
+void Engine::fail_entry(Entry& entry, int code, const std::string& message) {
+  if (entry.local) {
+    const std::string& name = entry_name(entry);
+    finish(std::move(*entry.local), code, message.rfind("tensor '", 0) == 0 ? message : fmt::format("tensor '{}': {}", name, message));
+  }
+  reset_entry(entry);
 }
 
 void Engine::fail_everything(int code, const std::string& message) {
-  std::vector<std::string> names;
-  for (auto& [name, entry] : table_) names.push_back(name);
-  for (auto& [name, op] : local_ops_) names.push_back(name);
-  for (auto& name : names) fail_entry(name, code, message);
-}
-
-void Engine::update_cache(const std::string& name, const Description& shape) {
-  if (!shape.cacheable || config_.cache_capacity == 0) return;
-  Description description = shape;  // the table's copies leave the name out
-  description.name = name;
-  auto it = cache_index_.find(name);
-  if (it != cache_index_.end()) {
-    if (!(cache_[it->second] == description)) cache_[it->second] = std::move(description);
-    cache_used_[it->second] = cycle_number_;
-  } else if (cache_.size() < config_.cache_capacity) {
-    cache_index_.emplace(name, cache_.size());
-    cache_.push_back(description);
-    cache_used_.push_back(cycle_number_);
-  } else {
-    // Full: the least recently used entry (the lowest bit among equals) makes room, as in
-    // Horovod's response cache. Every rank completes the same ops in the same cycles, so every
-    // rank evicts the same entry and the bits keep their meaning everywhere.
-    const std::size_t victim =
-        static_cast<std::size_t>(std::min_element(cache_used_.begin(), cache_used_.end()) - cache_used_.begin());
-    cache_index_.erase(cache_[victim].name);
-    cache_index_.emplace(name, victim);
-    cache_[victim] = description;
-    cache_used_[victim] = cycle_number_;
-    std::lock_guard lock(stats_mutex_);
-    ++stats_.cache_evictions;
+  for (auto& flight : in_flight_) {
+    std::string why = fmt::format("tensor '{}': {}", flight.op.request.name, message);
+    finish(std::move(flight.op), code, std::move(why));
   }
+  in_flight_.clear();
+  for (Entry& entry : bit_entries_)
+    if (entry.present || entry.local) fail_entry(entry, code, message);
+  std::vector<Entry*> named;
+  for (auto& [name, entry] : named_entries_) named.push_back(&entry);
+  for (Entry* entry : named) fail_entry(*entry, code, message);
 }
 
-void Engine::execute(const std::vector<std::string>& ready) {
-  const auto now = Clock::now();
-  std::vector<LocalOp*> agreed;
-  for (const auto& name : ready) {
-    Entry& entry = table_.at(name);
-    const Description& first = *entry.per_rank[0];
-    bool same = std::all_of(entry.per_rank.begin(), entry.per_rank.end(), [&](const auto& d) { return *d == first; });
+void Engine::update_cache(Entry& entry, const Shape& shape) {
+  if (entry.bit >= 0) {
+    const auto bit = static_cast<std::size_t>(entry.bit);
+    cache_[bit].shape = shape;  // a changed shape was described in full by every rank that changed it
+    cache_used_[bit] = cycle_number_;
+    return;
+  }
+  if (!shape.cacheable || config_.cache_capacity == 0) return;
+  const std::string& name = *entry.name;
+  if (cache_.size() < config_.cache_capacity) {
+    cache_index_.emplace(name, cache_.size());
+    cache_.push_back(Description{name, shape});
+    cache_used_.push_back(cycle_number_);
+    grow_bit_tables();
+    return;
+  }
+  // Full: the least recently used entry (the lowest bit among equals) makes room, as in Horovod's
+  // response cache; never one whose name is pending (its bits already went out). Every rank
+  // completes the same ops in the same cycles, so every rank evicts the same entry and the bits
+  // keep their meaning everywhere.
+  std::size_t victim = cache_.size();
+  for (std::size_t bit = 0; bit < cache_.size(); ++bit)
+    if (bit_entries_[bit].present == 0 && (victim == cache_.size() || cache_used_[bit] < cache_used_[victim])) victim = bit;
+  if (victim == cache_.size()) return;
+  cache_index_.erase(cache_[victim].name);
+  cache_index_.emplace(name, victim);
+  cache_[victim] = Description{name, shape};
+  cache_used_[victim] = cycle_number_;
+  std::lock_guard lock(stats_mutex_);
+  ++stats_.cache_evictions;
+}
+
+void Engine::finish_ok(Entry& entry) {
+  update_cache(entry, *entry.per_rank[0]);
+  if (entry.local) complete_ok(*entry.local);
+  reset_entry(entry);
+}
+
+void Engine::execute(std::vector<Entry*>& ready) {
+  // Clock reads cost about as much as a small op's bookkeeping here: only the timeline needs them.
+  const auto now = timeline_ ? Clock::now() : Clock::time_point{};
+  for (Entry*& entry : ready) {
+    const Shape& first = *entry->per_rank[0];
+    bool same = std::all_of(entry->per_rank.begin(), entry->per_rank.end(), [&](const auto& d) { return *d == first; });
     if (timeline_) {
+      const std::string& name = entry_name(*entry);
       for (int r = 0; r < size_; ++r)
-        timeline_->tick(name, fmt::format("rank {} ready", r), entry.arrival[static_cast<std::size_t>(r)]);
-      timeline_->span(name, "NEGOTIATE", entry.first_seen, now);
+        timeline_->tick(name, fmt::format("rank {} ready", r), entry->arrival[static_cast<std::size_t>(r)]);
+      timeline_->span(name, "NEGOTIATE", entry->first_seen, now);
     }
-    if (!same) {
+    if (!same || !entry->local) {
       // Group the ranks by what they submitted: every rank gets the same message.
+      const std::string name = entry_name(*entry);
       std::vector<std::pair<std::string, std::vector<int>>> groups;
       for (int r = 0; r < size_; ++r) {
-        std::string what = entry.per_rank[static_cast<std::size_t>(r)]->describe();
+        std::string what = entry->per_rank[static_cast<std::size_t>(r)]->describe();
         auto g = std::find_if(groups.begin(), groups.end(), [&](auto& p) { return p.first == what; });
         if (g == groups.end()) groups.push_back({what, {r}});
         else g->second.push_back(r);
       }
       std::string detail;
       for (auto& [what, ranks] : groups) detail += (detail.empty() ? "" : "; ") + join_ranks(ranks) + ": " + what;
-      fail_entry(name, RINGRUN_ERR_MISMATCH, fmt::format("tensor '{}': ranks disagree: {}", name, detail));
-      continue;
+      fail_entry(*entry, RINGRUN_ERR_MISMATCH, fmt::format("tensor '{}': ranks disagree: {}", name, detail));
+      entry = nullptr;
     }
-    agreed.push_back(&local_ops_.at(name));
   }
+  std::erase(ready, nullptr);
 
-  // Allreduces grouped by (dtype, op) in order of first appearance, then packed up to the
-  // fusion threshold; everything else one by one after them. The same on every rank.
-  std::vector<std::vector<LocalOp*>> groups;
-  std::vector<LocalOp*> others;
-  auto finish_ok = [&](LocalOp* op) {
-    std::string name = op->request.name;
-    update_cache(name, *table_.at(name).per_rank[0]);
-    table_.erase(name);
-    finish_local(name, RINGRUN_OK, "");
-  };
-  for (LocalOp*& op : agreed) {
-    if (op->request.kind != Collective::allreduce) continue;
-    auto found = inline_sources_.find(op->request.name);
-    if (found == inline_sources_.end()) continue;
-    const auto& sources = found->second;
-    if (std::any_of(sources.begin(), sources.end(), [](const std::byte* p) { return p == nullptr; })) continue;
-    const OpRequest& r = op->request;
-    const auto start = Clock::now();
+  // Small allreduces every rank sent inline: reduced from the records.
+  for (Entry*& entry : ready) {
+    if (entry->bit < 0 || inline_ranks_[static_cast<std::size_t>(entry->bit)] != size_) continue;
+    const OpRequest& r = entry->local->request;
+    if (r.kind != Collective::allreduce) continue;
+    const std::byte* const* sources = inline_sources_.data() + static_cast<std::size_t>(entry->bit) * static_cast<std::size_t>(size_);
+    const auto start = timeline_ ? Clock::now() : Clock::time_point{};
     // Rank order, as the transports do: every rank computes the same bits.
     if (size_ == 1) {
       std::memcpy(r.recv, sources[0], r.count * core::dtype_size(r.dtype));
     } else {
       core::reduce(r.recv, sources[0], sources[1], r.count, r.dtype, r.op);
-      for (int p = 2; p < size_; ++p) core::reduce(r.recv, r.recv, sources[static_cast<std::size_t>(p)], r.count, r.dtype, r.op);
+      for (int p = 2; p < size_; ++p) core::reduce(r.recv, r.recv, sources[p], r.count, r.dtype, r.op);
     }
     if (r.op == RINGRUN_AVERAGE) core::finish_average(r.recv, r.count, r.dtype, size_);
     if (timeline_) timeline_->span(r.name, "ALLREDUCE", start, Clock::now());
@@ -727,55 +868,62 @@ void Engine::execute(const std::vector<std::string>& ready) {
       std::lock_guard lock(stats_mutex_);
       ++stats_.inline_allreduces;
     }
-    finish_ok(op);
-    op = nullptr;
+    finish_ok(*entry);
+    entry = nullptr;
   }
-  std::erase(agreed, nullptr);
-  for (LocalOp* op : agreed) {
+  std::erase(ready, nullptr);
+
+  // Allreduces grouped by (dtype, op) in order of first appearance, then packed up to the
+  // fusion threshold; everything else one by one after them. The same on every rank.
+  std::vector<std::vector<Entry*>> groups;
+  std::vector<Entry*> others;
+  for (Entry* entry : ready) {
     // Device buffers go to NCCL one by one: the fusion buffer is host memory and is filled with
     // memcpy. Programs keep a tensor on the same kind of memory on every rank, so every rank
     // still forms the same groups.
     // A large tensor also runs alone, on its own buffers: copying it into the fusion buffer and
     // back costs two passes over it, far more than the one synchronisation fusion would save.
-    const std::size_t bytes = op->request.count * core::dtype_size(op->request.dtype);
-    const bool compress = config_.fp16_compression && op->request.dtype == RINGRUN_FLOAT32;
-    if (op->request.kind != Collective::allreduce || core::locate_buffer(op->request.recv).device ||
-        (bytes >= config_.unfused_min_bytes && !compress)) {
-      others.push_back(op);
+    const LocalOp& op = *entry->local;
+    const std::size_t bytes = op.request.count * core::dtype_size(op.request.dtype);
+    const bool compress = config_.fp16_compression && op.request.dtype == RINGRUN_FLOAT32;
+    if (op.request.kind != Collective::allreduce || op.device || (bytes >= config_.unfused_min_bytes && !compress)) {
+      others.push_back(entry);
       continue;
     }
     auto g = std::find_if(groups.begin(), groups.end(), [&](auto& group) {
-      return group[0]->request.dtype == op->request.dtype && group[0]->request.op == op->request.op;
+      const OpRequest& head = group[0]->local->request;
+      return head.dtype == op.request.dtype && head.op == op.request.op;
     });
-    if (g == groups.end()) groups.push_back({op});
-    else g->push_back(op);
+    if (g == groups.end()) groups.push_back({entry});
+    else g->push_back(entry);
   }
   for (auto& group : groups) {
-    std::vector<LocalOp*> chunk;
+    std::vector<Entry*> chunk;
     std::size_t chunk_bytes = 0;
     auto flush_chunk = [&] {
       if (chunk.empty()) return;
       execute_allreduce_group(chunk, now);
-      for (LocalOp* op : chunk) finish_ok(op);
+      for (Entry* entry : chunk) finish_ok(*entry);
       chunk.clear();
       chunk_bytes = 0;
     };
-    for (LocalOp* op : group) {
-      std::size_t bytes = op->request.count * core::dtype_size(op->request.dtype);
+    for (Entry* entry : group) {
+      const OpRequest& r = entry->local->request;
+      std::size_t bytes = r.count * core::dtype_size(r.dtype);
       if (!chunk.empty() && chunk_bytes + bytes > config_.fusion_threshold_bytes) flush_chunk();
-      chunk.push_back(op);
+      chunk.push_back(entry);
       chunk_bytes += bytes;
     }
     flush_chunk();
   }
-  for (LocalOp* op : others) {
-    execute_single(*op, now);
-    finish_ok(op);
+  for (Entry* entry : others) {
+    execute_single(*entry, now);
+    finish_ok(*entry);
   }
 }
 
-void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::time_point ready_at) {
-  const OpRequest& first = group[0]->request;
+void Engine::execute_allreduce_group(const std::vector<Entry*>& group, Clock::time_point ready_at) {
+  const OpRequest& first = group[0]->local->request;
   const bool compress = config_.fp16_compression && first.dtype == RINGRUN_FLOAT32;
   if (group.size() == 1 && !compress) {
     const auto start = Clock::now();
@@ -789,12 +937,14 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::
   if (!compress && comm_.can_allreduce_scattered()) {
     // The transport reads every tensor in place and writes every result in place: no copies
     // into a fusion buffer and back, which cost as much as the allreduce itself.
-    std::vector<core::BufferSpan> spans;
-    spans.reserve(group.size());
+    spans_.clear();
     const std::size_t esize = core::dtype_size(first.dtype);
-    for (LocalOp* op : group) spans.push_back({op->request.send, op->request.recv, op->request.count * esize});
+    for (Entry* entry : group) {
+      const OpRequest& r = entry->local->request;
+      spans_.push_back({r.send, r.recv, r.count * esize});
+    }
     const auto start = Clock::now();
-    comm_.allreduce_scattered(spans, first.dtype, first.op);
+    comm_.allreduce_scattered(spans_, first.dtype, first.op);
     {
       std::lock_guard lock(stats_mutex_);
       ++stats_.fused_allreduces;
@@ -802,9 +952,9 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::
     }
     if (timeline_) {
       const auto end = Clock::now();
-      for (LocalOp* op : group) {
-        timeline_->span(op->request.name, "QUEUE", ready_at, start);
-        timeline_->span(op->request.name, "ALLREDUCE", start, end);
+      for (Entry* entry : group) {
+        timeline_->span(entry->local->request.name, "QUEUE", ready_at, start);
+        timeline_->span(entry->local->request.name, "ALLREDUCE", start, end);
       }
     }
     return;
@@ -812,14 +962,14 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::
   const ringrun_dtype wire = compress ? RINGRUN_FLOAT16 : first.dtype;
   const std::size_t wire_element = core::dtype_size(wire);
   std::size_t total = 0;
-  for (LocalOp* op : group) total += op->request.count;
+  for (Entry* entry : group) total += entry->local->request.count;
   if (fusion_buffer_.size() < total * wire_element) fusion_buffer_.resize(total * wire_element);
   std::byte* buffer = fusion_buffer_.data();
 
   const auto copy_in_start = Clock::now();
   std::size_t offset = 0;
-  for (LocalOp* op : group) {
-    const OpRequest& r = op->request;
+  for (Entry* entry : group) {
+    const OpRequest& r = entry->local->request;
     if (compress) {
       auto src = static_cast<const float*>(r.send);
       auto dst = reinterpret_cast<std::uint16_t*>(buffer) + offset;
@@ -838,8 +988,8 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::
   }
   const auto copy_out_start = Clock::now();
   offset = 0;
-  for (LocalOp* op : group) {
-    const OpRequest& r = op->request;
+  for (Entry* entry : group) {
+    const OpRequest& r = entry->local->request;
     if (compress) {
       auto src = reinterpret_cast<const std::uint16_t*>(buffer) + offset;
       auto dst = static_cast<float*>(r.recv);
@@ -851,17 +1001,18 @@ void Engine::execute_allreduce_group(const std::vector<LocalOp*>& group, Clock::
   }
   if (timeline_) {
     const auto end = Clock::now();
-    for (LocalOp* op : group) {
-      timeline_->span(op->request.name, "QUEUE", ready_at, copy_in_start);
-      timeline_->span(op->request.name, "MEMCPY_IN_FUSION_BUFFER", copy_in_start, reduce_start);
-      timeline_->span(op->request.name, "ALLREDUCE", reduce_start, copy_out_start);
-      timeline_->span(op->request.name, "MEMCPY_OUT_FUSION_BUFFER", copy_out_start, end);
+    for (Entry* entry : group) {
+      const std::string& name = entry->local->request.name;
+      timeline_->span(name, "QUEUE", ready_at, copy_in_start);
+      timeline_->span(name, "MEMCPY_IN_FUSION_BUFFER", copy_in_start, reduce_start);
+      timeline_->span(name, "ALLREDUCE", reduce_start, copy_out_start);
+      timeline_->span(name, "MEMCPY_OUT_FUSION_BUFFER", copy_out_start, end);
     }
   }
 }
 
-void Engine::execute_single(LocalOp& op, Clock::time_point ready_at) {
-  const OpRequest& r = op.request;
+void Engine::execute_single(Entry& entry, Clock::time_point ready_at) {
+  const OpRequest& r = entry.local->request;
   const auto start = Clock::now();
   const char* phase = "BARRIER";
   switch (r.kind) {

@@ -15,6 +15,12 @@
 // same table of pending names and decides the same ready list, order, fusion groups and cache
 // updates with no coordinator round trip. Rank 0's clock alone decides stall shutdowns (it sends
 // them in its record) and only rank 0 writes the timeline, as in Horovod.
+//
+// The steady state (the same names every step) costs no allocation and no lookup by name in the
+// cycle beyond one per submitted op: a cached name's table entry is indexed by its cache bit and
+// reused from step to step, set bits are applied a 64-bit word at a time, and ops complete with an
+// atomic store each. A step of a thousand small tensors spends well under a microsecond per tensor
+// on bookkeeping; the rest is the one fused allreduce.
 #pragma once
 
 #include <atomic>
@@ -22,7 +28,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,8 +56,10 @@ struct EngineConfig {
   std::chrono::milliseconds stall_shutdown{0};        // RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS; 0: never
   std::size_t cache_capacity = 1024;                  // RINGRUN_CACHE_CAPACITY; 0: no cache
   bool fp16_compression = false;                      // RINGRUN_FP16_COMPRESSION: fp32 allreduce as fp16
-  // Bytes of inline data per rank in each negotiation record (RINGRUN_INLINE_BYTES; 0: none): small
-  // cached allreduces travel with the negotiation and complete without a collective of their own.
+  // Most bytes of inline data per rank in a negotiation record (RINGRUN_INLINE_BYTES; 0: none):
+  // small cached allreduces travel with the negotiation and complete without a collective of their
+  // own. The records carry only as much as the ranks asked for in recent cycles (see
+  // next_inline_area), so a 4-byte tensor does not gather 4 KiB.
   std::size_t inline_bytes = 4096;
   // When no rank had anything pending in the last cycle, an idle rank still joins a cycle this
   // often, so that a peer waiting in a cycle (for stall checks, finalize) is never stuck.
@@ -107,17 +114,17 @@ class OpState {
  public:
   OpState() = default;
   explicit OpState(std::shared_ptr<CycleDriver> driver) : driver_(std::move(driver)) {}
-  void complete(int code, std::string message);
+  void complete(int code, std::string message);  // the first call counts
   int wait();                 // blocks until done (running the engine's cycles meanwhile); the op's status
-  bool done() const;
+  bool done() const { return done_.load(std::memory_order_acquire); }
   int code() const;           // valid once done()
-  std::string message() const;  // "" on success
+  std::string message() const;  // "" on success; valid once done()
 
  private:
-  mutable std::mutex mutex_;
-  std::condition_variable done_cv_;
-  std::atomic<bool> done_flag_{false};  // done_, readable without the mutex (the short spin in wait())
-  bool done_ = false;
+  // No mutex: a step completes a thousand of these, and each is a store and a notify that finds
+  // no waiter (the waiting thread is usually the one completing them).
+  std::atomic<bool> claimed_{false};  // complete() was called
+  std::atomic<bool> done_{false};     // code_ and message_ are written
   int code_ = 0;
   std::string message_;
   std::shared_ptr<CycleDriver> driver_;
@@ -144,9 +151,9 @@ class Engine {
   EngineStats stats() const;
 
  private:
-  // What a rank says about a name (no pointers): ranks must agree on it.
-  struct Description {
-    std::string name;
+  using Clock = std::chrono::steady_clock;
+  // What a rank says about a name, apart from the name itself (no pointers): ranks must agree on it.
+  struct Shape {
     core::Collective kind = core::Collective::allreduce;
     ringrun_dtype dtype = RINGRUN_FLOAT32;
     ringrun_op op = RINGRUN_SUM;
@@ -154,44 +161,74 @@ class Engine {
     std::uint64_t count = 0;
     bool cacheable = true;
 
-    bool operator==(const Description&) const = default;
+    bool operator==(const Shape&) const = default;
     std::string describe() const;  // "allreduce float32 sum of 10"
   };
-  // A name pending somewhere, in the table every rank keeps identically.
-  struct Entry {
-    std::uint64_t seq = 0;                                   // creation order = execution order
-    std::vector<std::optional<Description>> per_rank;        // what each rank submitted (name left empty)
-    std::vector<std::chrono::steady_clock::time_point> arrival;  // when each rank's submission was applied here
-    int present = 0;
-    std::chrono::steady_clock::time_point first_seen;
-    std::chrono::steady_clock::time_point last_warned;
+  struct Description {
+    std::string name;
+    Shape shape;
   };
   struct LocalOp {
     OpRequest request;
     std::shared_ptr<OpState> state;
+    std::atomic<bool>* pending = nullptr;  // its flag in local_names_
+    bool device = false;  // an allreduce on device memory (NCCL, never fused or inlined)
+  };
+  // A name pending somewhere, in the table every rank keeps identically. Names the response cache
+  // holds live in bit_entries_ (indexed by cache bit, reused from step to step: no allocation in
+  // the steady state); the others in named_entries_.
+  struct Entry {
+    int bit = -1;                                   // cache bit, or -1: named_entries_ holds it
+    const std::string* name = nullptr;              // the map key, for named entries
+    std::uint64_t seq = 0;                          // creation order = execution order
+    int present = 0;                                // ranks whose submission was applied
+    std::vector<std::optional<Shape>> per_rank;     // what each rank submitted
+    std::vector<Clock::time_point> arrival;         // when each rank's submission was applied here
+    Clock::time_point first_seen;
+    Clock::time_point last_warned;
+    std::optional<LocalOp> local;                   // this rank's op, once its own record was applied
+    std::size_t local_at = 0;                       // its place in local_bits_ (bit entries)
+  };
+  struct InFlight {  // sent in this cycle's record, attached to its entry once the records are applied
+    int bit;
+    LocalOp op;
+  };
+  struct Finished {  // failed in this cycle: handed to its OpState once the cycle is over
+    std::shared_ptr<OpState> state;
+    std::atomic<bool>* pending;
+    int code;
+    std::string message;
   };
 
   friend class OpState;
   void loop();
   // One cycle with what was submitted so far; the caller holds driver_->mutex and !finished_.
-  // Returns whether it completed any op. After an error (the communicator broke) or once every
-  // rank asked to shut down, sets finished_ and fails what is pending.
-  bool cycle_once();
+  // After an error (the communicator broke) or once every rank asked to shut down, sets finished_
+  // and fails what is pending.
+  void cycle_once();
   // Called by the last thread that ran cycles in OpState::wait() as it leaves (driver mutex held):
-  // the background thread takes over what is still pending.
+  // the background thread takes over what is still pending here.
   void waiter_left();
-  void run_cycle(std::vector<LocalOp> fresh, bool shutdown);
-  void apply_description(int rank, const Description& description, std::chrono::steady_clock::time_point now);
-  void fail_entry(const std::string& name, int code, const std::string& message);
+  void run_cycle(std::vector<LocalOp>& fresh, bool shutdown);
+  const std::string& entry_name(const Entry& entry) const;
+  Entry& entry_for_name(const std::string& name, Clock::time_point now);  // creates a named entry
+  Entry* find_entry(const std::string& name);
+  void apply_shape(Entry& entry, int rank, const Shape& shape, Clock::time_point now);
+  void reset_entry(Entry& entry);  // done or failed: a bit entry is kept for reuse, a named one erased
+  void fail_entry(Entry& entry, int code, const std::string& message);
   void fail_everything(int code, const std::string& message);
-  void execute(const std::vector<std::string>& ready);
+  void finish(LocalOp op, int code, std::string message);  // an error: handed over after the cycle
+  void complete_ok(LocalOp& op);                           // at once
+  void hand_over_finished();  // completes the cycle's finished ops (one lock for all of them)
+  void execute(std::vector<Entry*>& ready);
+  void finish_ok(Entry& entry);
   // ready_at: when the cycle agreed the op was ready everywhere (the timeline's QUEUE starts there).
-  void execute_allreduce_group(const std::vector<LocalOp*>& group, std::chrono::steady_clock::time_point ready_at);
-  void execute_single(LocalOp& op, std::chrono::steady_clock::time_point ready_at);
-  void finish_local(const std::string& name, int code, std::string message);
-  void finish_local_op(LocalOp& op, int code, std::string message);
-  void check_stalls(std::chrono::steady_clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
-  void update_cache(const std::string& name, const Description& description);
+  void execute_allreduce_group(const std::vector<Entry*>& group, Clock::time_point ready_at);
+  void execute_single(Entry& entry, Clock::time_point ready_at);
+  void check_stalls(Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
+  void check_stall(Entry& entry, Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
+  void update_cache(Entry& entry, const Shape& shape);
+  void grow_bit_tables();
 
   core::Communicator& comm_;
   const EngineConfig config_;
@@ -202,25 +239,51 @@ class Engine {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalOp> submitted_;           // not yet sent in a cycle
-  std::chrono::steady_clock::time_point batch_started_;  // first submission into an empty submitted_
-  std::unordered_map<std::string, bool> local_names_;  // names pending on this rank (submitted, not done)
+  Clock::time_point batch_started_;          // first submission into an empty submitted_
+  // Names submitted here: true while pending (submitted, not done). Done names stay as false (no
+  // allocation per op in the steady state) until there are many more of them than pending ones.
+  // The flag is cleared by the cycle without the mutex (through LocalOp::pending): the node stays
+  // until the mutex holder prunes flags that are clear.
+  std::unordered_map<std::string, std::atomic<bool>> local_names_;
+  std::atomic<std::size_t> local_names_pending_{0};
+  // When the background thread next looks at submitted_ by itself (steady_clock ticks; 0 while it
+  // runs): a submission wakes it only when that is later than the end of the batch window.
+  std::int64_t thread_checks_at_ = 0;
   bool shutdown_requested_ = false;
   bool stopped_ = false;                     // the thread has left its loop
   int broken_code_ = 0;
   std::string broken_message_;
+  bool waiter_left_ = false;                 // the last driving waiter left while work remains here
 
-  // Owned by the background thread.
-  std::unordered_map<std::string, LocalOp> local_ops_;  // sent in a cycle, not yet done
-  std::unordered_map<std::string, Entry> table_;  // execution order is Entry::seq, not this map's
+  // Owned by whoever runs the cycle (driver_->mutex).
+  std::deque<Entry> bit_entries_;                        // by cache bit; a deque: references stay valid as it grows
+  std::unordered_map<std::string, Entry> named_entries_;
+  std::size_t pending_entries_ = 0;                      // entries with present > 0
+  std::size_t local_pending_ = 0;                        // entries holding this rank's op
+  std::vector<int> local_bits_;                          // bit entries holding this rank's op
   std::uint64_t next_entry_seq_ = 0;
   std::vector<Description> cache_;                       // by cache bit
   std::vector<std::uint64_t> cache_used_;                // by cache bit: the cycle it last completed an op (LRU)
-  std::uint64_t cycle_number_ = 0;                       // cycles run; the same on every rank
-  std::unordered_map<std::string, std::vector<const std::byte*>> inline_sources_;  // this cycle: per rank, or null
   std::unordered_map<std::string, std::size_t> cache_index_;
+  std::uint64_t cycle_number_ = 0;                       // cycles run; the same on every rank
+  // Inline data of this cycle's records: per bit and rank a pointer into the records, and per bit
+  // how many ranks sent it (an op reduces inline only when every rank did).
+  std::vector<const std::byte*> inline_sources_;
+  std::vector<int> inline_ranks_;
+  std::vector<int> inline_touched_;
+  std::size_t inline_area_ = 0;                          // inline bytes per record this cycle; the same on every rank
+  std::vector<InFlight> in_flight_;
+  std::vector<std::pair<int, const LocalOp*>> inline_candidates_;
+  std::vector<Entry*> ready_;
+  std::vector<Finished> finished_ops_;
+  std::size_t completed_ok_ = 0;                         // this cycle, for the counters
+  std::vector<LocalOp> fresh_;
+  std::vector<std::byte> mine_, all_fixed_, all_payload_, padded_payload_;
+  std::vector<core::BufferSpan> spans_;
   std::vector<bool> shutdown_seen_;                      // per rank, sticky
   bool anyone_active_ = false;                           // last cycle: something pending or shutting down somewhere
   bool finished_ = false;                                // no cycle runs any more (all shut down, or broken)
+  Clock::time_point last_stall_check_{};
   std::shared_ptr<CycleDriver> driver_;
   const std::size_t inline_capacity_;
 
@@ -228,7 +291,6 @@ class Engine {
   std::atomic<bool> active_{false};             // anyone_active_ or ops pending here
   std::atomic<bool> shutdown_sent_{false};      // this rank's shutdown flag went out in a cycle
   std::atomic<bool> finished_flag_{false};
-  bool waiter_left_ = false;                    // guarded by mutex_: the last driving waiter left, work may remain
   std::atomic<std::int64_t> last_cycle_end_{0};  // steady_clock ticks: heartbeats skip while waiters drive
   std::vector<std::byte> fusion_buffer_;
   std::unique_ptr<Timeline> timeline_;

@@ -17,6 +17,8 @@ int first_object_only(dl_phdr_info* info, std::size_t, void* adds) {
   return 1;  // the counter is the same on every entry: stop after the first
 }
 
+}  // namespace
+
 // True once libcuda.so.1 is in the process. The dlopen(RTLD_NOLOAD) probe is repeated only when
 // the set of loaded objects changed since the last probe (dl_iterate_phdr's dlpi_adds counter).
 bool cuda_driver_loaded() {
@@ -35,6 +37,8 @@ bool cuda_driver_loaded() {
   probed_at.store(adds, std::memory_order_relaxed);
   return false;
 }
+
+namespace {
 
 #ifdef RINGRUN_HAVE_NCCL
 

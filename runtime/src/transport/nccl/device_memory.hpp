@@ -17,4 +17,8 @@ struct BufferLocation {
 
 BufferLocation locate_buffer(const void* pointer);
 
+// Whether the process has loaded the CUDA driver: until it has, no pointer is device memory.
+// Costs a dl_iterate_phdr while it has not: callers with many pointers ask once.
+bool cuda_driver_loaded();
+
 }  // namespace ringrun::core
