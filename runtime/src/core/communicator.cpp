@@ -106,12 +106,17 @@ std::uint64_t random_nonce() {
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
-void require(bool ok, const char* what, const std::string& why) {
-  if (!ok) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: {}", what, why));
+// The message is formatted only when the check fails: these run on every collective (and once
+// per tensor of a fused allreduce), where formatting and allocating it up front cost as much as a
+// small allreduce.
+template <typename... Args>
+void require(bool ok, const char* what, fmt::format_string<Args...> why, Args&&... args) {
+  if (!ok) [[unlikely]]
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: {}", what, fmt::format(why, std::forward<Args>(args)...)));
 }
 
 void check_type(const char* what, ringrun_dtype dtype) {
-  require(valid_dtype(dtype), what, fmt::format("unknown dtype {}", static_cast<int>(dtype)));
+  require(valid_dtype(dtype), what, "unknown dtype {}", static_cast<int>(dtype));
 }
 
 }  // namespace
@@ -205,6 +210,7 @@ template <typename Body> void Communicator::run(Collective kind, const char* nam
 }
 
 Transport* Communicator::device_transport(const char* what, const void* a, const void* b) {
+  if (!cuda_driver_loaded()) return nullptr;  // one probe for both buffers (the host-only common case)
   BufferLocation first = locate_buffer(a);
   BufferLocation second = b == a ? first : locate_buffer(b);
   if (!first.device && !second.device) return nullptr;
@@ -239,7 +245,7 @@ Transport* Communicator::device_transport(const char* what, const void* a, const
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
   run(Collective::allreduce, "allreduce", [&] {
     check_type("allreduce", dtype);
-    require(valid_op(op), "allreduce", fmt::format("unknown op {}", static_cast<int>(op)));
+    require(valid_op(op), "allreduce", "unknown op {}", static_cast<int>(op));
     require(count == 0 || (send && recv), "allreduce", "send or recv is null");
     Transport* device = count ? device_transport("allreduce", send, recv) : nullptr;
     OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allreduce, .dtype = dtype, .op = op};
@@ -257,11 +263,11 @@ bool Communicator::can_allreduce_scattered() const { return !transport_ || trans
 void Communicator::allreduce_scattered(std::span<const BufferSpan> spans, ringrun_dtype dtype, ringrun_op op) {
   run(Collective::allreduce, "allreduce", [&] {
     check_type("allreduce", dtype);
-    require(valid_op(op), "allreduce", fmt::format("unknown op {}", static_cast<int>(op)));
+    require(valid_op(op), "allreduce", "unknown op {}", static_cast<int>(op));
     const std::size_t esize = dtype_size(dtype);
     std::size_t count = 0;
     for (const auto& span : spans) {
-      require(span.bytes % esize == 0, "allreduce", fmt::format("a span of {} bytes is not whole {} elements", span.bytes, dtype_name(dtype)));
+      require(span.bytes % esize == 0, "allreduce", "a span of {} bytes is not whole {} elements", span.bytes, dtype_name(dtype));
       require(span.bytes == 0 || (span.send && span.recv), "allreduce", "send or recv is null");
       count += span.bytes / esize;
     }
@@ -271,7 +277,7 @@ void Communicator::allreduce_scattered(std::span<const BufferSpan> spans, ringru
         if (span.send != span.recv && span.bytes) std::memmove(span.recv, span.send, span.bytes);
       return;
     }
-    require(transport_->scattered(), "allreduce", fmt::format("the {} transport has no scattered allreduce", transport_->name()));
+    require(transport_->scattered(), "allreduce", "the {} transport has no scattered allreduce", transport_->name());
     transport_->allreduce_scattered(header, spans);
   });
 }
@@ -279,7 +285,7 @@ void Communicator::allreduce_scattered(std::span<const BufferSpan> spans, ringru
 void Communicator::broadcast(void* buf, std::size_t count, ringrun_dtype dtype, int root) {
   run(Collective::broadcast, "broadcast", [&] {
     check_type("broadcast", dtype);
-    require(root >= 0 && root < world_.size, "broadcast", fmt::format("root {} is not a rank of 0..{}", root, world_.size - 1));
+    require(root >= 0 && root < world_.size, "broadcast", "root {} is not a rank of 0..{}", root, world_.size - 1);
     require(count == 0 || buf, "broadcast", "buf is null");
     Transport* device = count ? device_transport("broadcast", buf, buf) : nullptr;
     OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::broadcast, .dtype = dtype, .root = root};
