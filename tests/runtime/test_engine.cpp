@@ -548,6 +548,108 @@ TEST_CASE("engine: bad arguments and duplicate pending names are refused at subm
   });
 }
 
+// A float32 sum of `count` elements, each rank contributing rank + 1.
+struct SumOp {
+  std::vector<float> in, out;
+  OpRequest request;
+  SumOp(const std::string& name, std::size_t count, int rank) : in(count, static_cast<float>(rank + 1)), out(count, -1.0f) {
+    request.name = name;
+    request.send = in.data();
+    request.recv = out.data();
+    request.count = count;
+  }
+  bool right(int ranks) const {
+    const float want = static_cast<float>(ranks * (ranks + 1) / 2);
+    return std::all_of(out.begin(), out.end(), [&](float v) { return v == want; });
+  }
+};
+
+TEST_CASE("engine: a pending cached name keeps its bit while new names evict others; a changed shape meets the bit") {
+  // The table of a cached name is indexed by its cache bit: were the bit given to a new name while
+  // one rank's submission of it is pending, the other rank's later bit would mean another tensor
+  // and the op would never complete (or complete with the wrong tensor).
+  constexpr int kRanks = 2;
+  std::atomic<int> wrong{0};
+  std::vector<engine::EngineStats> stats(kRanks);
+  std::vector<std::string> mismatch(kRanks);
+  test::run_ranks(kRanks, Placement::one_host, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.cache_capacity = 4;
+    Engine engine(comm, config);
+    auto run = [&](const std::string& name) {
+      SumOp op(name, 8, rank);
+      REQUIRE(engine.submit(op.request)->wait() == RINGRUN_OK);
+      if (!op.right(kRanks)) ++wrong;
+    };
+    for (const char* name : {"a", "b", "c", "d"}) run(name);
+    SumOp a("a", 8, rank);
+    std::shared_ptr<OpState> pending;
+    if (rank == 0) pending = engine.submit(a.request);  // goes out as cache bit, then waits for rank 1
+    for (int k = 0; k < 6; ++k) run("new." + std::to_string(k));
+    if (rank == 1) pending = engine.submit(a.request);
+    REQUIRE(pending->wait() == RINGRUN_OK);
+    if (!a.right(kRanks)) ++wrong;
+    // "b" back in the cache, then submitted with its cached shape on rank 0 (a bit) and another
+    // count on rank 1 (a full description): both meet in one entry and fail as a mismatch.
+    run("b");
+    SumOp b("b", rank == 0 ? 8 : 9, rank);
+    auto state = engine.submit(b.request);
+    CHECK(state->wait() == RINGRUN_ERR_MISMATCH);
+    mismatch[static_cast<std::size_t>(rank)] = state->message();
+    run("b");  // and the name works again afterwards
+    engine.shutdown();
+    stats[static_cast<std::size_t>(rank)] = engine.stats();
+  });
+  CHECK(wrong == 0);
+  for (auto& message : mismatch) {
+    CHECK(message.find("'b'") != std::string::npos);
+    CHECK(message.find("of 8") != std::string::npos);
+    CHECK(message.find("of 9") != std::string::npos);
+  }
+  for (auto& st : stats) CHECK(st.cache_evictions > 0);
+}
+
+TEST_CASE("engine: a name can be submitted again as soon as its wait returns; made-up names do not accumulate") {
+  // The pending flag of a name is cleared before its op completes: a thread that sees the op done
+  // and submits the name again at once must not be told it is still pending.
+  constexpr int kRanks = 2, kThreads = 4, kRounds = 300;
+  std::atomic<int> wrong{0}, refused{0};
+  test::run_ranks(kRanks, Placement::one_host, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.cache_capacity = 64;
+    Engine engine(comm, config);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < kRounds; ++round) {
+          SumOp op("again." + std::to_string(t), 1 + static_cast<std::size_t>(t), rank);
+          try {
+            if (engine.submit(op.request)->wait() != RINGRUN_OK || !op.right(kRanks)) ++wrong;
+          } catch (const RuntimeError&) {
+            ++refused;
+            return;  // the peer rank would wait for this name forever: stop the thread
+          }
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    // Thousands of names used once each, through a small cache: every one completes, and the
+    // per-rank record of names does not keep them all (pruned past 4096 done names).
+    for (int batch = 0; batch < 60; ++batch) {
+      std::vector<SumOp> ops;
+      ops.reserve(100);
+      std::vector<std::shared_ptr<OpState>> states;
+      for (int k = 0; k < 100; ++k) ops.emplace_back("once." + std::to_string(batch * 100 + k), 3, rank);
+      for (auto& op : ops) states.push_back(engine.submit(op.request));
+      for (std::size_t k = 0; k < ops.size(); ++k)
+        if (states[k]->wait() != RINGRUN_OK || !ops[k].right(kRanks)) ++wrong;
+    }
+    engine.shutdown();
+  });
+  CHECK(refused == 0);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("engine: latency of one small allreduce through the engine against a plain one (reported)") {
   constexpr int kIterations = 2000;
   std::vector<double> plain_us(2), engine_us(2);
