@@ -237,15 +237,15 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
       throw RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, fmt::format("tensor '{}': the engine is shut down (ringrun_finalize)", name));
     auto [it, created] = local_names_.try_emplace(name, true);
     if (!created) {
-      if (it->second.load(std::memory_order_acquire))
+      if (it->second.pending.load(std::memory_order_acquire))
         throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                            fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
-      it->second.store(true, std::memory_order_relaxed);
+      it->second.pending.store(true, std::memory_order_relaxed);
     }
     const std::size_t pending = local_names_pending_.fetch_add(1, std::memory_order_relaxed) + 1;
     // Programs that make up new names all the time would otherwise grow the map without bound.
     if (local_names_.size() > 4 * pending + 4096)
-      std::erase_if(local_names_, [](auto& kv) { return !kv.second.load(std::memory_order_acquire); });
+      std::erase_if(local_names_, [](auto& kv) { return !kv.second.pending.load(std::memory_order_acquire); });
     // (it is still valid: its flag is set)
     if (submitted_.empty()) {
       batch_started_ = Clock::now();
@@ -374,7 +374,7 @@ void Engine::cycle_once() {
     }
     // Ops taken from submitted_ but never sent, if the failure came that early.
     for (auto& op : fresh_) {
-      if (!op.state) continue;  // moved on into in_flight_ or an entry
+      if (!op.state) continue;  // moved into its entry
       std::string why = fmt::format("tensor '{}': {}", op.request.name, message);
       finish(std::move(op), code, std::move(why));
     }
@@ -396,6 +396,16 @@ void Engine::cycle_once() {
 
 const std::string& Engine::entry_name(const Entry& entry) const {
   return entry.bit >= 0 ? cache_[static_cast<std::size_t>(entry.bit)].name : *entry.name;
+}
+
+std::optional<Engine::Shape>* Engine::shapes(Entry& entry) {
+  return entry.bit >= 0 ? bit_shapes_.data() + static_cast<std::size_t>(entry.bit) * static_cast<std::size_t>(size_)
+                        : entry.per_rank.data();
+}
+
+Clock::time_point* Engine::arrivals(Entry& entry) {
+  return entry.bit >= 0 ? bit_arrival_.data() + static_cast<std::size_t>(entry.bit) * static_cast<std::size_t>(size_)
+                        : entry.arrival.data();
 }
 
 Engine::Entry* Engine::find_entry(const std::string& name) {
@@ -430,10 +440,10 @@ void Engine::apply_shape(Entry& entry, int rank, const Shape& shape, Clock::time
     entry.last_warned = now;
     ++pending_entries_;
   }
-  auto& slot = entry.per_rank[static_cast<std::size_t>(rank)];
+  auto& slot = shapes(entry)[rank];
   if (slot) throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {} submitted '{}' twice", rank, entry_name(entry)));
   slot = shape;
-  entry.arrival[static_cast<std::size_t>(rank)] = now;
+  if (timeline_) arrivals(entry)[rank] = now;
   if (++entry.present == size_) ready_.push_back(&entry);
 }
 
@@ -441,8 +451,8 @@ void Engine::grow_bit_tables() {
   // One more cache bit: its entry, and room for its inline sources.
   Entry& entry = bit_entries_.emplace_back();
   entry.bit = static_cast<int>(bit_entries_.size() - 1);
-  entry.per_rank.resize(static_cast<std::size_t>(size_));
-  entry.arrival.resize(static_cast<std::size_t>(size_));
+  bit_shapes_.resize(bit_entries_.size() * static_cast<std::size_t>(size_));
+  if (timeline_) bit_arrival_.resize(bit_entries_.size() * static_cast<std::size_t>(size_));
   inline_sources_.resize(bit_entries_.size() * static_cast<std::size_t>(size_), nullptr);
   inline_ranks_.resize(bit_entries_.size(), 0);
 }
@@ -467,13 +477,16 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   mine_.assign(fixed_bytes, std::byte{0});
   Writer payload;
   std::size_t cached_count = 0;
-  in_flight_.clear();
   const bool cuda = !fresh.empty() && core::cuda_driver_loaded();
   for (auto& op : fresh) {
     const OpRequest& r = op.request;
     const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable};
-    auto cached = cache_index_.find(r.name);
-    const int bit = cached == cache_index_.end() ? -1 : static_cast<int>(cached->second);
+    int& hint = op.name_state->bit_hint;
+    if (hint < 0 || static_cast<std::size_t>(hint) >= cache_entries || cache_[static_cast<std::size_t>(hint)].name != r.name) {
+      auto cached = cache_index_.find(r.name);
+      hint = cached == cache_index_.end() ? -1 : static_cast<int>(cached->second);
+    }
+    const int bit = hint;
     if (bit >= 0 && cache_[static_cast<std::size_t>(bit)].shape == shape) {
       mine_[kFixedHeaderBytes + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
       ++cached_count;
@@ -488,7 +501,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
       payload.u64(shape.count);
     }
     op.device = cuda && r.kind == Collective::allreduce && core::locate_buffer(r.recv).device;
-    in_flight_.push_back(InFlight{bit, std::move(op)});
+    op.bit = bit;
   }
   // Inline data: every small allreduce pending here whose name the cache holds as described puts
   // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
@@ -496,7 +509,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
   // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
   std::size_t wanted = 0;
-  if (inline_capacity_ && cache_entries && local_pending_ + in_flight_.size() <= kInlineMaxPending) {
+  if (inline_capacity_ && cache_entries && local_pending_ + fresh.size() <= kInlineMaxPending) {
     auto& candidates = inline_candidates_;
     candidates.clear();
     auto consider = [&](int bit, const LocalOp& op) {
@@ -508,7 +521,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
       if (cached.kind != r.kind || cached.dtype != r.dtype || cached.op != r.op || cached.count != r.count) return;
       candidates.emplace_back(bit, &op);
     };
-    for (const auto& flight : in_flight_) consider(flight.bit, flight.op);
+    for (const auto& op : fresh) consider(op.bit, op);
     for (int bit : local_bits_) consider(bit, *bit_entries_[static_cast<std::size_t>(bit)].local);
     std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.first < b.first; });
     std::size_t used = 0;
@@ -536,7 +549,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   }
   const std::uint32_t payload_bytes = static_cast<std::uint32_t>(payload.bytes().size());
   std::memcpy(mine_.data(), &payload_bytes, sizeof payload_bytes);
-  std::uint8_t flags = (shutdown ? kFlagShutdown : 0) | (local_pending_ + in_flight_.size() ? kFlagPending : 0);
+  std::uint8_t flags = (shutdown ? kFlagShutdown : 0) | (local_pending_ + fresh.size() ? kFlagPending : 0);
   mine_[4] = static_cast<std::byte>(flags);
   const std::uint32_t wanted_bytes = static_cast<std::uint32_t>(std::min(wanted, inline_capacity_));
   std::memcpy(mine_.data() + kWantedAt, &wanted_bytes, sizeof wanted_bytes);
@@ -630,16 +643,15 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     }
   }
   // This rank's ops join the entries its own record just created or joined.
-  for (auto& flight : in_flight_) {
-    Entry& entry = flight.bit >= 0 ? bit_entries_[static_cast<std::size_t>(flight.bit)] : named_entries_.at(flight.op.request.name);
+  for (auto& op : fresh) {
+    Entry& entry = op.bit >= 0 ? bit_entries_[static_cast<std::size_t>(op.bit)] : named_entries_.at(op.request.name);
     if (entry.bit >= 0) {
       entry.local_at = local_bits_.size();
       local_bits_.push_back(entry.bit);
     }
-    entry.local.emplace(std::move(flight.op));
+    entry.local.emplace(std::move(op));
     ++local_pending_;
   }
-  in_flight_.clear();
   if (pending_entries_) anyone_active_ = true;
 
   for (auto& [name, message] : agreed_stall_failures) {
@@ -685,7 +697,7 @@ void Engine::check_stall(Entry& entry, Clock::time_point now, std::vector<std::p
   std::string missing;
   std::string what;
   for (int r = 0; r < size_; ++r) {
-    const auto& d = entry.per_rank[static_cast<std::size_t>(r)];
+    const auto& d = shapes(entry)[r];
     if (d) {
       submitted.push_back(r);
       if (what.empty()) what = d->describe();
@@ -713,19 +725,19 @@ void Engine::check_stalls(Clock::time_point now, std::vector<std::pair<std::stri
 }
 
 void Engine::finish(LocalOp op, int code, std::string message) {
-  finished_ops_.push_back(Finished{std::move(op.state), op.pending, code, std::move(message)});
+  finished_ops_.push_back(Finished{std::move(op.state), op.name_state, code, std::move(message)});
 }
 
 void Engine::complete_ok(LocalOp& op) {
   // The name is free again before the op is done: a thread that sees it done may resubmit it.
-  op.pending->store(false, std::memory_order_release);
+  op.name_state->pending.store(false, std::memory_order_release);
   op.state->complete(RINGRUN_OK, std::string());
   ++completed_ok_;
 }
 
 void Engine::hand_over_finished() {
   for (auto& f : finished_ops_) {
-    f.pending->store(false, std::memory_order_release);
+    f.name_state->pending.store(false, std::memory_order_release);
     f.state->complete(f.code, std::move(f.message));
   }
   const std::size_t completed = completed_ok_ + finished_ops_.size();
@@ -753,7 +765,7 @@ void Engine::reset_entry(Entry& entry) {
   if (entry.present) --pending_entries_;
   if (entry.bit >= 0) {
     entry.present = 0;
-    std::fill(entry.per_rank.begin(), entry.per_rank.end(), std::nullopt);
+    std::fill_n(shapes(entry), size_, std::nullopt);
   } else {
     named_entries_.erase(named_entries_.find(*entry.name));  // entry is gone from here on
   }
@@ -768,11 +780,6 @@ void Engine::fail_entry(Entry& entry, int code, const std::string& message) {
 }
 
 void Engine::fail_everything(int code, const std::string& message) {
-  for (auto& flight : in_flight_) {
-    std::string why = fmt::format("tensor '{}': {}", flight.op.request.name, message);
-    finish(std::move(flight.op), code, std::move(why));
-  }
-  in_flight_.clear();
   for (Entry& entry : bit_entries_)
     if (entry.present || entry.local) fail_entry(entry, code, message);
   std::vector<Entry*> named;
@@ -813,7 +820,8 @@ void Engine::update_cache(Entry& entry, const Shape& shape) {
 }
 
 void Engine::finish_ok(Entry& entry) {
-  update_cache(entry, *entry.per_rank[0]);
+  const Shape shape = *shapes(entry)[0];  // a copy: a new cache entry may grow bit_shapes_
+  update_cache(entry, shape);
   if (entry.local) complete_ok(*entry.local);
   reset_entry(entry);
 }
@@ -822,12 +830,13 @@ void Engine::execute(std::vector<Entry*>& ready) {
   // Clock reads cost about as much as a small op's bookkeeping here: only the timeline needs them.
   const auto now = timeline_ ? Clock::now() : Clock::time_point{};
   for (Entry*& entry : ready) {
-    const Shape& first = *entry->per_rank[0];
-    bool same = std::all_of(entry->per_rank.begin(), entry->per_rank.end(), [&](const auto& d) { return *d == first; });
+    const std::optional<Shape>* submitted = shapes(*entry);
+    const Shape& first = *submitted[0];
+    bool same = std::all_of(submitted, submitted + size_, [&](const auto& d) { return *d == first; });
     if (timeline_) {
       const std::string& name = entry_name(*entry);
       for (int r = 0; r < size_; ++r)
-        timeline_->tick(name, fmt::format("rank {} ready", r), entry->arrival[static_cast<std::size_t>(r)]);
+        timeline_->tick(name, fmt::format("rank {} ready", r), arrivals(*entry)[r]);
       timeline_->span(name, "NEGOTIATE", entry->first_seen, now);
     }
     if (!same || !entry->local) {
@@ -835,7 +844,7 @@ void Engine::execute(std::vector<Entry*>& ready) {
       const std::string name = entry_name(*entry);
       std::vector<std::pair<std::string, std::vector<int>>> groups;
       for (int r = 0; r < size_; ++r) {
-        std::string what = entry->per_rank[static_cast<std::size_t>(r)]->describe();
+        std::string what = submitted[r]->describe();
         auto g = std::find_if(groups.begin(), groups.end(), [&](auto& p) { return p.first == what; });
         if (g == groups.end()) groups.push_back({what, {r}});
         else g->second.push_back(r);

@@ -168,10 +168,20 @@ class Engine {
     std::string name;
     Shape shape;
   };
+  // What this rank knows of a name it submitted (a node of local_names_).
+  struct NameState {
+    explicit NameState(bool is_pending) : pending(is_pending) {}
+    std::atomic<bool> pending;  // submitted and not done; cleared by the cycle without the mutex
+    // The cycle's last finding of the name's cache bit (-1: none), checked against the cache
+    // before use: a step's thousand names are then found without a lookup by name. Only whoever
+    // runs the cycle touches it, and only while the name is pending (the node cannot go away).
+    int bit_hint = -1;
+  };
   struct LocalOp {
     OpRequest request;
     std::shared_ptr<OpState> state;
-    std::atomic<bool>* pending = nullptr;  // its flag in local_names_
+    NameState* name_state = nullptr;  // its node in local_names_
+    int bit = -1;                          // its cache bit when sent, or -1: a named entry
     bool device = false;  // an allreduce on device memory (NCCL, never fused or inlined)
   };
   // A name pending somewhere, in the table every rank keeps identically. Names the response cache
@@ -182,20 +192,17 @@ class Engine {
     const std::string* name = nullptr;              // the map key, for named entries
     std::uint64_t seq = 0;                          // creation order = execution order
     int present = 0;                                // ranks whose submission was applied
+    // Named entries only (bit entries use bit_shapes_ and bit_arrival_; see shapes(), arrivals()):
     std::vector<std::optional<Shape>> per_rank;     // what each rank submitted
-    std::vector<Clock::time_point> arrival;         // when each rank's submission was applied here
+    std::vector<Clock::time_point> arrival;         // when each rank's submission was applied (timeline only)
     Clock::time_point first_seen;
     Clock::time_point last_warned;
     std::optional<LocalOp> local;                   // this rank's op, once its own record was applied
     std::size_t local_at = 0;                       // its place in local_bits_ (bit entries)
   };
-  struct InFlight {  // sent in this cycle's record, attached to its entry once the records are applied
-    int bit;
-    LocalOp op;
-  };
   struct Finished {  // failed in this cycle: handed to its OpState once the cycle is over
     std::shared_ptr<OpState> state;
-    std::atomic<bool>* pending;
+    NameState* name_state;
     int code;
     std::string message;
   };
@@ -211,6 +218,8 @@ class Engine {
   void waiter_left();
   void run_cycle(std::vector<LocalOp>& fresh, bool shutdown);
   const std::string& entry_name(const Entry& entry) const;
+  std::optional<Shape>* shapes(Entry& entry);      // size_ of them: what each rank submitted
+  Clock::time_point* arrivals(Entry& entry);       // size_ of them; only kept with a timeline
   Entry& entry_for_name(const std::string& name, Clock::time_point now);  // creates a named entry
   Entry* find_entry(const std::string& name);
   void apply_shape(Entry& entry, int rank, const Shape& shape, Clock::time_point now);
@@ -242,9 +251,9 @@ class Engine {
   Clock::time_point batch_started_;          // first submission into an empty submitted_
   // Names submitted here: true while pending (submitted, not done). Done names stay as false (no
   // allocation per op in the steady state) until there are many more of them than pending ones.
-  // The flag is cleared by the cycle without the mutex (through LocalOp::pending): the node stays
-  // until the mutex holder prunes flags that are clear.
-  std::unordered_map<std::string, std::atomic<bool>> local_names_;
+  // The flag is cleared by the cycle without the mutex (through LocalOp::name_state): the node
+  // stays until the mutex holder prunes flags that are clear.
+  std::unordered_map<std::string, NameState> local_names_;
   std::atomic<std::size_t> local_names_pending_{0};
   // When the background thread next looks at submitted_ by itself (steady_clock ticks; 0 while it
   // runs): a submission wakes it only when that is later than the end of the batch window.
@@ -257,6 +266,10 @@ class Engine {
 
   // Owned by whoever runs the cycle (driver_->mutex).
   std::deque<Entry> bit_entries_;                        // by cache bit; a deque: references stay valid as it grows
+  // What each rank submitted for each bit entry, [bit * size_ + rank]: one flat array, walked in
+  // bit order while a step's records are applied, instead of a small allocation per entry.
+  std::vector<std::optional<Shape>> bit_shapes_;
+  std::vector<Clock::time_point> bit_arrival_;           // the same layout; only with a timeline
   std::unordered_map<std::string, Entry> named_entries_;
   std::size_t pending_entries_ = 0;                      // entries with present > 0
   std::size_t local_pending_ = 0;                        // entries holding this rank's op
@@ -272,7 +285,6 @@ class Engine {
   std::vector<int> inline_ranks_;
   std::vector<int> inline_touched_;
   std::size_t inline_area_ = 0;                          // inline bytes per record this cycle; the same on every rank
-  std::vector<InFlight> in_flight_;
   std::vector<std::pair<int, const LocalOp*>> inline_candidates_;
   std::vector<Entry*> ready_;
   std::vector<Finished> finished_ops_;
