@@ -47,11 +47,13 @@ EngineConfig EngineConfig::from_environment() {
 // OpState
 
 void OpState::complete(int code, std::string message) {
-  if (claimed_.exchange(true, std::memory_order_acq_rel)) return;
+  if (done_.load(std::memory_order_relaxed)) return;
   code_ = code;
-  message_ = std::move(message);
-  done_.store(true, std::memory_order_release);
-  done_.notify_all();
+  if (!message.empty()) message_ = std::move(message);
+  // seq_cst store then load, against the sleeper's seq_cst increment then load: either it sees
+  // done_ or this sees it sleeping.
+  done_.store(true, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) done_.notify_all();
 }
 
 int OpState::wait() {
@@ -79,7 +81,11 @@ int OpState::wait() {
       }
     }
   }
-  while (!done_.load(std::memory_order_acquire)) done_.wait(false, std::memory_order_acquire);
+  if (!done_.load(std::memory_order_acquire)) {
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    while (!done_.load(std::memory_order_seq_cst)) done_.wait(false, std::memory_order_seq_cst);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  }
   return code_;
 }
 
@@ -790,7 +796,9 @@ void Engine::fail_everything(int code, const std::string& message) {
 void Engine::update_cache(Entry& entry, const Shape& shape) {
   if (entry.bit >= 0) {
     const auto bit = static_cast<std::size_t>(entry.bit);
-    cache_[bit].shape = shape;  // a changed shape was described in full by every rank that changed it
+    // A changed shape was described in full by every rank that changed it. (Compared first: in
+    // the steady state nothing changes, and the cache line stays clean.)
+    if (!(cache_[bit].shape == shape)) cache_[bit].shape = shape;
     cache_used_[bit] = cycle_number_;
     return;
   }

@@ -114,17 +114,19 @@ class OpState {
  public:
   OpState() = default;
   explicit OpState(std::shared_ptr<CycleDriver> driver) : driver_(std::move(driver)) {}
-  void complete(int code, std::string message);  // the first call counts
+  // The first call counts. Called by whoever runs the engine's cycle (under CycleDriver::mutex),
+  // so calls never race each other.
+  void complete(int code, std::string message);
   int wait();                 // blocks until done (running the engine's cycles meanwhile); the op's status
   bool done() const { return done_.load(std::memory_order_acquire); }
   int code() const;           // valid once done()
   std::string message() const;  // "" on success; valid once done()
 
  private:
-  // No mutex: a step completes a thousand of these, and each is a store and a notify that finds
-  // no waiter (the waiting thread is usually the one completing them).
-  std::atomic<bool> claimed_{false};  // complete() was called
+  // No mutex: a step completes a thousand of these, and each is a store; the futex wake happens
+  // only for a thread that sleeps (the waiting thread is usually the one completing them).
   std::atomic<bool> done_{false};     // code_ and message_ are written
+  std::atomic<int> sleepers_{0};      // threads blocked in wait() on done_
   int code_ = 0;
   std::string message_;
   std::shared_ptr<CycleDriver> driver_;
