@@ -209,6 +209,7 @@ Engine::Engine(core::Communicator& comm, EngineConfig config)
       shutdown_seen_(static_cast<std::size_t>(comm.size()), false), driver_(std::make_shared<CycleDriver>()),
       inline_capacity_(config_.inline_bytes / kInlineAlign * kInlineAlign) {
   driver_->engine = this;
+  bit_entries_.reserve(std::min<std::size_t>(config_.cache_capacity, 4096));
   last_cycle_end_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   if (rank_ == 0 && !config_.timeline_filename.empty()) timeline_ = std::make_unique<Timeline>(config_.timeline_filename);
   thread_ = std::thread([this] { loop(); });
@@ -261,7 +262,7 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
       // costs more than a small op.
       wake = thread_checks_at_ > (batch_started_ + config_.batch_window).time_since_epoch().count();
     }
-    submitted_.push_back(LocalOp{std::move(request), state, &it->second});
+    submitted_.emplace_back(std::move(request), state, &it->second);
   }
   if (wake) wake_.notify_one();
   return state;
@@ -677,9 +678,13 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     ++cycle_number_;
     if (timeline_ && config_.timeline_mark_cycles && pending_entries_) timeline_->mark(fmt::format("cycle {}", cycle_number_), now);
     std::sort(ready_.begin(), ready_.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
+    cache_inserts_.clear();
     if (!ready_.empty()) execute(ready_);
   }
   ready_.clear();
+  // Only now, with no Entry pointer held, may bit_entries_ grow.
+  for (auto& description : cache_inserts_) insert_into_cache(std::move(description));
+  cache_inserts_.clear();
   // The inline sources point into this cycle's records.
   for (int bit : inline_touched_) {
     inline_ranks_[static_cast<std::size_t>(bit)] = 0;
@@ -803,7 +808,12 @@ void Engine::update_cache(Entry& entry, const Shape& shape) {
     return;
   }
   if (!shape.cacheable || config_.cache_capacity == 0) return;
-  const std::string& name = *entry.name;
+  cache_inserts_.push_back(Description{*entry.name, shape});  // after the cycle's ops: see bit_entries_
+}
+
+void Engine::insert_into_cache(Description description) {
+  const std::string& name = description.name;
+  const Shape& shape = description.shape;
   if (cache_.size() < config_.cache_capacity) {
     cache_index_.emplace(name, cache_.size());
     cache_.push_back(Description{name, shape});
@@ -821,15 +831,14 @@ void Engine::update_cache(Entry& entry, const Shape& shape) {
   if (victim == cache_.size()) return;
   cache_index_.erase(cache_[victim].name);
   cache_index_.emplace(name, victim);
-  cache_[victim] = Description{name, shape};
+  cache_[victim] = std::move(description);
   cache_used_[victim] = cycle_number_;
   std::lock_guard lock(stats_mutex_);
   ++stats_.cache_evictions;
 }
 
 void Engine::finish_ok(Entry& entry) {
-  const Shape shape = *shapes(entry)[0];  // a copy: a new cache entry may grow bit_shapes_
-  update_cache(entry, shape);
+  update_cache(entry, *shapes(entry)[0]);
   if (entry.local) complete_ok(*entry.local);
   reset_entry(entry);
 }

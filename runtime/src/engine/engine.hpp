@@ -27,7 +27,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -239,6 +238,7 @@ class Engine {
   void check_stalls(Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
   void check_stall(Entry& entry, Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
   void update_cache(Entry& entry, const Shape& shape);
+  void insert_into_cache(Description description);
   void grow_bit_tables();
 
   core::Communicator& comm_;
@@ -267,7 +267,10 @@ class Engine {
   bool waiter_left_ = false;                 // the last driving waiter left while work remains here
 
   // Owned by whoever runs the cycle (driver_->mutex).
-  std::deque<Entry> bit_entries_;                        // by cache bit; a deque: references stay valid as it grows
+  // By cache bit. It grows only between cycles' uses of Entry pointers: new names enter the cache
+  // after a cycle's ops are done (cache_inserts_).
+  std::vector<Entry> bit_entries_;
+  std::vector<Description> cache_inserts_;               // names this cycle completed outside the cache
   // What each rank submitted for each bit entry, [bit * size_ + rank]: one flat array, walked in
   // bit order while a step's records are applied, instead of a small allocation per entry.
   std::vector<std::optional<Shape>> bit_shapes_;
