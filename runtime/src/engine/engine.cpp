@@ -118,6 +118,23 @@ constexpr std::size_t kInlineMaxPending = 16;  // a rank with more pending ops s
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
 
+// Calls f(bit) for every set bit of a bit vector of `bits` bits stored in (bits + 7) / 8 bytes,
+// in increasing order, a 64-bit word at a time (a step of a thousand cached names is a few
+// hundred nanoseconds here, not a lookup per name). skip: words of bits to leave out, or null.
+template <typename F>
+void for_each_set_bit(const std::byte* vector, std::size_t bits, const std::uint64_t* skip, F&& f) {
+  const std::size_t bytes = (bits + 7) / 8;
+  for (std::size_t word = 0; word * 64 < bits; ++word) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, vector + word * 8, std::min<std::size_t>(8, bytes - word * 8));
+    if (skip) w &= ~skip[word];
+    while (w) {
+      f(word * 64 + static_cast<std::size_t>(__builtin_ctzll(w)));
+      w &= w - 1;
+    }
+  }
+}
+
 // The inline area of the next cycle's records: every rank computes it from the same records, so
 // it is the same everywhere. It grows at once to what a rank wanted (a power of two, so that a
 // size seen once keeps fitting) and shrinks by halves once it is four times more than anyone
@@ -591,6 +608,38 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   anyone_active_ = false;
   ready_.clear();
   std::vector<std::pair<std::string, std::string>> agreed_stall_failures;
+  // First the names every rank sent as a cache bit in this very cycle (the steady state: the
+  // same step everywhere): ready at once, one pass per name instead of one per rank and name.
+  // Then everything else rank by rank. Both orders are the same on every rank.
+  const std::size_t words = (cache_entries + 63) / 64;
+  everyone_bits_.assign(words, 0);
+  if (size_ > 1 && cache_entries) {
+    for (std::size_t word = 0; word < words; ++word) {
+      std::uint64_t all = ~std::uint64_t{0};
+      for (int r = 0; r < size_ && all; ++r) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes + kFixedHeaderBytes + word * 8,
+                    std::min<std::size_t>(8, bit_bytes - word * 8));
+        all &= w;
+      }
+      everyone_bits_[word] = all;
+    }
+    for_each_set_bit(reinterpret_cast<const std::byte*>(everyone_bits_.data()), cache_entries, nullptr, [&](std::size_t bit) {
+      Entry& entry = bit_entries_[bit];
+      // Present already means a rank submitted the name twice: the per-rank pass reports it.
+      if (entry.present) {
+        everyone_bits_[bit / 64] &= ~(std::uint64_t{1} << (bit % 64));
+        return;
+      }
+      entry.seq = next_entry_seq_++;
+      entry.first_seen = entry.last_warned = now;
+      ++pending_entries_;
+      std::fill_n(shapes(entry), size_, cache_[bit].shape);
+      if (timeline_) std::fill_n(arrivals(entry), size_, now);
+      entry.present = size_;
+      ready_.push_back(&entry);
+    });
+  }
   for (int r = 0; r < size_; ++r) {
     const std::byte* fixed = all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes;
     std::uint32_t bytes;
@@ -598,33 +647,18 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     auto peer_flags = static_cast<std::uint8_t>(fixed[4]);
     if (peer_flags & kFlagShutdown) shutdown_seen_[static_cast<std::size_t>(r)] = true;
     if (peer_flags & (kFlagShutdown | kFlagPending)) anyone_active_ = true;
-    // Set bits a 64-bit word at a time: a step of a thousand cached names is a few hundred
-    // nanoseconds here, not a lookup per name.
-    for (std::size_t word = 0; word * 64 < cache_entries; ++word) {
-      std::uint64_t w = 0;
-      std::memcpy(&w, fixed + kFixedHeaderBytes + word * 8, std::min<std::size_t>(8, bit_bytes - word * 8));
-      while (w) {
-        const std::size_t bit = word * 64 + static_cast<std::size_t>(__builtin_ctzll(w));
-        w &= w - 1;
-        apply_shape(bit_entries_[bit], r, cache_[bit].shape, now);
-      }
-    }
+    for_each_set_bit(fixed + kFixedHeaderBytes, cache_entries, everyone_bits_.data(),
+                     [&](std::size_t bit) { apply_shape(bit_entries_[bit], r, cache_[bit].shape, now); });
     if (inline_bytes) {
       std::size_t used = 0;
-      for (std::size_t word = 0; word * 64 < cache_entries; ++word) {
-        std::uint64_t w = 0;
-        std::memcpy(&w, fixed + inline_bits_at + word * 8, std::min<std::size_t>(8, bit_bytes - word * 8));
-        while (w) {
-          const std::size_t bit = word * 64 + static_cast<std::size_t>(__builtin_ctzll(w));
-          w &= w - 1;
-          const Shape& d = cache_[bit].shape;
-          const std::size_t padded = round_up(d.count * core::dtype_size(d.dtype), kInlineAlign);
-          if (used + padded > inline_bytes) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: inline data overflows its record");
-          inline_sources_[bit * static_cast<std::size_t>(size_) + static_cast<std::size_t>(r)] = fixed + inline_data_at + used;
-          if (inline_ranks_[bit]++ == 0) inline_touched_.push_back(static_cast<int>(bit));
-          used += padded;
-        }
-      }
+      for_each_set_bit(fixed + inline_bits_at, cache_entries, nullptr, [&](std::size_t bit) {
+        const Shape& d = cache_[bit].shape;
+        const std::size_t padded = round_up(d.count * core::dtype_size(d.dtype), kInlineAlign);
+        if (used + padded > inline_bytes) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: inline data overflows its record");
+        inline_sources_[bit * static_cast<std::size_t>(size_) + static_cast<std::size_t>(r)] = fixed + inline_data_at + used;
+        if (inline_ranks_[bit]++ == 0) inline_touched_.push_back(static_cast<int>(bit));
+        used += padded;
+      });
     }
     if (max_payload == 0) continue;
     Reader reader(all_payload_.data() + static_cast<std::size_t>(r) * max_payload, bytes);

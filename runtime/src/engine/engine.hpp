@@ -292,6 +292,7 @@ class Engine {
   std::size_t inline_area_ = 0;                          // inline bytes per record this cycle; the same on every rank
   std::vector<std::pair<int, const LocalOp*>> inline_candidates_;
   std::vector<Entry*> ready_;
+  std::vector<std::uint64_t> everyone_bits_;             // this cycle: cache bits every rank sent
   std::vector<Finished> finished_ops_;
   std::size_t completed_ok_ = 0;                         // this cycle, for the counters
   std::vector<LocalOp> fresh_;
