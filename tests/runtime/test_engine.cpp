@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -607,6 +608,56 @@ TEST_CASE("engine: a pending cached name keeps its bit while new names evict oth
     CHECK(message.find("of 9") != std::string::npos);
   }
   for (auto& st : stats) CHECK(st.cache_evictions > 0);
+}
+
+TEST_CASE("engine: with many cached names a few per cycle go as index lists; a burst overflows into the payload") {
+  // While every rank submits only a few names per cycle, the records list their cache indices
+  // (a small op must not gather two bit vectors of a 500-entry cache). A burst of hundreds from
+  // such short lists sends what does not fit in the payload, and the lists grow for the next
+  // cycle. Small allreduces ride inline either way.
+  constexpr int kRanks = 3;
+  constexpr int kNames = 500;
+  std::atomic<int> wrong{0};
+  std::vector<engine::EngineStats> stats(kRanks);
+  test::run_ranks(kRanks, Placement::one_host, [&](int rank, Communicator& comm) {
+    Engine engine(comm, quick_config());
+    auto count_of = [](int k) { return 1 + static_cast<std::size_t>(k % 5); };
+    auto burst = [&](unsigned seed) {
+      std::vector<int> order(kNames);
+      std::iota(order.begin(), order.end(), 0);
+      std::mt19937 rng(seed * 7 + static_cast<unsigned>(rank));
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<SumOp> ops;
+      ops.reserve(kNames);
+      for (int k : order) ops.emplace_back("many." + std::to_string(k), count_of(k), rank);
+      std::vector<std::shared_ptr<OpState>> states;
+      for (auto& op : ops) states.push_back(engine.submit(op.request));
+      for (std::size_t i = 0; i < ops.size(); ++i)
+        if (states[i]->wait() != RINGRUN_OK || !ops[i].right(kRanks)) ++wrong;
+    };
+    auto few = [&](int rounds) {
+      for (int round = 0; round < rounds; ++round) {
+        const int k1 = round % kNames, k2 = (round * 7 + 1) % kNames;  // never equal: 6 * round + 1 is odd
+        SumOp a("many." + std::to_string(k1), count_of(k1), rank), b("many." + std::to_string(k2), count_of(k2), rank);
+        auto sa = engine.submit(a.request), sb = engine.submit(b.request);
+        if (sa->wait() != RINGRUN_OK || sb->wait() != RINGRUN_OK || !a.right(kRanks) || !b.right(kRanks)) ++wrong;
+      }
+    };
+    burst(1);  // new names: described in full, then cached
+    burst(2);
+    few(300);
+    burst(3);  // from short lists
+    few(100);
+    burst(4);
+    engine.shutdown();
+    stats[static_cast<std::size_t>(rank)] = engine.stats();
+  });
+  CHECK(wrong == 0);
+  for (auto& st : stats) {
+    CHECK(st.listed_cycles > 0);
+    CHECK(st.described_submissions == kNames);  // every later submission was a cache index
+    CHECK(st.cached_submissions == 3 * kNames + 2 * 400);
+  }
 }
 
 TEST_CASE("engine: a name can be submitted again as soon as its wait returns; made-up names do not accumulate") {

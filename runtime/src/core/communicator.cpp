@@ -295,10 +295,18 @@ void Communicator::broadcast(void* buf, std::size_t count, ringrun_dtype dtype, 
 }
 
 void Communicator::allgather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv) {
+  gather(send, count, dtype, recv, true);
+}
+
+void Communicator::allgather_host(const void* send, std::size_t count, ringrun_dtype dtype, void* recv) {
+  gather(send, count, dtype, recv, false);
+}
+
+void Communicator::gather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv, bool may_be_device) {
   run(Collective::allgather, "allgather", [&] {
     check_type("allgather", dtype);
     require(count == 0 || (send && recv), "allgather", "send or recv is null");
-    Transport* device = count ? device_transport("allgather", send, recv) : nullptr;
+    Transport* device = count && may_be_device ? device_transport("allgather", send, recv) : nullptr;
     OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allgather, .dtype = dtype};
     if (device) return device->allgather(header, send, recv);
     if (!transport_) {

@@ -53,6 +53,9 @@ class Communicator {
   void allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op);
   void broadcast(void* buf, std::size_t count, ringrun_dtype dtype, int root);
   void allgather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv);
+  // allgather of buffers the caller knows are host memory (the engine's negotiation records): no
+  // probe for device memory, which costs about as much as a small allgather's bookkeeping.
+  void allgather_host(const void* send, std::size_t count, ringrun_dtype dtype, void* recv);
   void barrier();
 
   // Tensor fusion without a fusion buffer: one allreduce over the concatenation of spans (every
@@ -75,6 +78,7 @@ class Communicator {
   // collective, like the call itself); null for host buffers. Throws for mixed buffers, for a
   // device other than the one NCCL runs on, and in builds without NCCL.
   Transport* device_transport(const char* what, const void* a, const void* b);
+  void gather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv, bool may_be_device);
 
   World world_;
   std::unique_ptr<TcpMesh> mesh_;

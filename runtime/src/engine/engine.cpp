@@ -1,8 +1,11 @@
 #include "engine/engine.hpp"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -108,15 +111,27 @@ std::string Engine::Shape::describe() const {
 
 namespace {
 
-enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2 };
+enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2, kRecordCachedBits = 3 };
 enum Flags : std::uint8_t { kFlagShutdown = 1, kFlagPending = 2 };
-// u32 payload bytes, u8 flags, 3 spare, u32 inline bytes this rank would have sent, 4 spare.
-constexpr std::size_t kFixedHeaderBytes = 16;
+// u32 payload bytes, u8 flags, 3 spare, u32 inline bytes this rank would have sent, u32 cache
+// indices it would have listed, then (listed records only) u32 submitted bits listed and u32
+// inline bits listed.
+constexpr std::size_t kFixedHeaderBytes = 24;
 constexpr std::size_t kWantedAt = 8;
+constexpr std::size_t kIndicesWantedAt = 12;
+constexpr std::size_t kListedAt = 16;
+constexpr std::size_t kListedInlineAt = 20;
 constexpr std::size_t kInlineAlign = 16;      // each inline tensor starts aligned for any dtype
 constexpr std::size_t kInlineMaxPending = 16;  // a rank with more pending ops sends no inline data
+constexpr std::size_t kMinIndexSlots = 8;
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
+
+std::uint32_t load_u32(const std::byte* at) {
+  std::uint32_t v;
+  std::memcpy(&v, at, sizeof v);
+  return v;
+}
 
 // Calls f(bit) for every set bit of a bit vector of `bits` bits stored in (bits + 7) / 8 bytes,
 // in increasing order, a 64-bit word at a time (a step of a thousand cached names is a few
@@ -147,6 +162,51 @@ std::size_t next_inline_area(std::size_t area, std::size_t wanted, std::size_t c
   }
   if (wanted * 4 < area && area > kInlineAlign) return area / 2;
   return area;
+}
+
+// The fixed-size part of a negotiation record this cycle; the same on every rank. Cache bits go
+// either as bit vectors (one bit per cache entry: what a step of hundreds of cached names needs)
+// or, while every rank submits only a few names per cycle, as lists of u32 cache indices: a
+// small op must not gather two bit vectors of a thousand-entry cache every cycle. Bits that do
+// not fit a rank's list go in its payload (kRecordCachedBits), and the lists grow for the next
+// cycle.
+struct RecordLayout {
+  bool listed = false;           // index lists, not bit vectors
+  std::size_t bit_bytes = 0;     // one bit vector
+  std::size_t slots = 0;         // listed: u32 indices, submitted bits first, then inline bits
+  std::size_t inline_bytes = 0;  // the inline data area
+  std::size_t inline_bits_at = 0;  // bit vectors: where the inline bits start
+  std::size_t inline_data_at = 0;
+  std::size_t fixed_bytes = 0;
+};
+
+// A slot count of the listed form follows what the ranks wanted, as the inline area does: at
+// once up to a power of two, down by halves once four times more than anyone wants.
+std::size_t next_index_slots(std::size_t slots, std::size_t wanted, std::size_t capacity) {
+  const std::size_t most = std::max(kMinIndexSlots, capacity);
+  if (wanted > slots) {
+    std::size_t grown = kMinIndexSlots;
+    while (grown < wanted && grown < most) grown *= 2;
+    return grown;
+  }
+  if (wanted * 4 < slots && slots > kMinIndexSlots) return slots / 2;
+  return slots;
+}
+
+RecordLayout record_layout(std::size_t cache_entries, std::size_t inline_area, std::size_t index_slots) {
+  RecordLayout layout;
+  layout.bit_bytes = (cache_entries + 7) / 8;
+  layout.inline_bytes = cache_entries ? inline_area : 0;
+  const std::size_t vectors = layout.inline_bytes ? 2 * layout.bit_bytes : layout.bit_bytes;
+  layout.listed = cache_entries && index_slots * sizeof(std::uint32_t) < vectors;
+  layout.slots = layout.listed ? index_slots : 0;
+  layout.inline_bits_at = kFixedHeaderBytes + layout.bit_bytes;
+  const std::size_t end = kFixedHeaderBytes + (layout.listed ? layout.slots * sizeof(std::uint32_t) : vectors);
+  // Aligned within the record, and records are whole multiples of kInlineAlign: the reduction
+  // reads the data in place from the gathered records.
+  layout.inline_data_at = layout.inline_bytes ? round_up(end, kInlineAlign) : end;
+  layout.fixed_bytes = layout.inline_data_at + layout.inline_bytes;
+  return layout;
 }
 
 class Writer {
@@ -212,6 +272,12 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+Clock::time_point coarse_now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec)));
+}
+
 void check_argument(bool ok, const std::string& name, const char* why) {
   if (!ok) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("tensor '{}': {}", name, why));
 }
@@ -227,7 +293,6 @@ Engine::Engine(core::Communicator& comm, EngineConfig config)
       inline_capacity_(config_.inline_bytes / kInlineAlign * kInlineAlign) {
   driver_->engine = this;
   bit_entries_.reserve(std::min<std::size_t>(config_.cache_capacity, 4096));
-  last_cycle_end_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   if (rank_ == 0 && !config_.timeline_filename.empty()) timeline_ = std::make_unique<Timeline>(config_.timeline_filename);
   thread_ = std::thread([this] { loop(); });
 }
@@ -271,23 +336,23 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
     if (local_names_.size() > 4 * pending + 4096)
       std::erase_if(local_names_, [](auto& kv) { return !kv.second.pending.load(std::memory_order_acquire); });
     // (it is still valid: its flag is set)
-    if (submitted_.empty()) {
-      batch_started_ = Clock::now();
-      // Only the first submission of a batch can need a wake-up (one per step, not one per
-      // tensor), and only when the background thread would otherwise look later than the end of
-      // the batch window: while ops flow it looks every batch window by itself, and a wake-up
-      // costs more than a small op.
-      wake = thread_checks_at_ > (batch_started_ + config_.batch_window).time_since_epoch().count();
-    }
+    // Only the first submission of a batch can need a wake-up (one per step, not one per
+    // tensor), and only when the background thread sleeps longer than a batch window: while ops
+    // flow it looks every batch window by itself, and a wake-up costs more than a small op. (No
+    // clock read here: the thread times the batch from when it first sees it.)
+    if (submitted_.empty()) wake = thread_sleeps_long_;
     submitted_.emplace_back(std::move(request), state, &it->second);
+    has_submitted_.store(true, std::memory_order_relaxed);
   }
   if (wake) wake_.notify_one();
   return state;
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard lock(stats_mutex_);
-  return stats_;
+  auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  return EngineStats{get(counters_.cycles),           get(counters_.cached_submissions), get(counters_.described_submissions),
+                     get(counters_.fused_allreduces), get(counters_.fused_tensors),      get(counters_.completed),
+                     get(counters_.inline_allreduces), get(counters_.cache_evictions), get(counters_.listed_cycles)};
 }
 
 void Engine::shutdown() {
@@ -306,6 +371,11 @@ void Engine::loop() {
   // the submitter even reaches its wait. (Best effort: nothing depends on it.)
   sched_param batch{};
   (void)::sched_setscheduler(0, SCHED_BATCH, &batch);
+  // When this thread last saw the cycle count change (cycles run here or by waiters): what the
+  // cycle time and heartbeat count from. Counting cycles costs the cycle no clock read; seeing
+  // a change late only postpones this thread's next cycle by one look.
+  std::uint64_t seen_cycles = cycles_run_.load(std::memory_order_relaxed);
+  Clock::time_point seen_at = Clock::now();
   for (;;) {
     {
       // A batch of submissions runs once it is batch_window old (a backward pass submits its
@@ -319,17 +389,26 @@ void Engine::loop() {
         if (waiter_left_ || (shutdown_requested_ && !shutdown_sent_.load()) || finished_flag_.load()) break;
         const auto now = Clock::now();
         const bool active = active_.load();
-        Clock::time_point due = Clock::time_point(Clock::duration(last_cycle_end_.load())) +
-                                (active ? Clock::duration(config_.cycle_time) : Clock::duration(config_.idle_heartbeat));
-        if (!submitted_.empty() && driver_->waiters.load() == 0) due = std::min(due, batch_started_ + config_.batch_window);
+        if (const std::uint64_t cycles = cycles_run_.load(std::memory_order_relaxed); cycles != seen_cycles) {
+          seen_cycles = cycles;
+          seen_at = now;
+        }
+        Clock::time_point due = seen_at + (active ? Clock::duration(config_.cycle_time) : Clock::duration(config_.idle_heartbeat));
+        if (!submitted_.empty() && driver_->waiters.load() == 0) {
+          if (!batch_noticed_) {
+            batch_noticed_ = true;
+            batch_due_ = now + config_.batch_window;
+          }
+          due = std::min(due, batch_due_);
+        }
         if (now >= due) break;
         // While ops flow, look at least every batch window: then submissions need no wake-up.
         const Clock::time_point check =
             active ? std::min(due, now + std::max<Clock::duration>(config_.batch_window, std::chrono::microseconds(100))) : due;
-        thread_checks_at_ = check.time_since_epoch().count();
+        thread_sleeps_long_ = check - now > config_.batch_window;
         wake_.wait_until(lock, check);
       }
-      thread_checks_at_ = 0;
+      thread_sleeps_long_ = false;
       waiter_left_ = false;
     }
     std::unique_lock cycle(driver_->mutex);
@@ -342,6 +421,8 @@ void Engine::loop() {
     std::lock_guard lock(mutex_);
     stopped_ = true;
     leftover.swap(submitted_);
+    batch_noticed_ = false;
+    has_submitted_.store(false, std::memory_order_relaxed);
   }
   for (auto& op : leftover) {
     std::string message = fmt::format("tensor '{}': the engine stopped before the op was negotiated", op.request.name);
@@ -356,10 +437,12 @@ void Engine::loop() {
 }
 
 void Engine::waiter_left() {
+  // Only this rank's own pending ops need the background thread at once; the heartbeat and
+  // cycle time take care of the peers'. (Looked at first without the lock: a submission racing
+  // with this decides its own wake-up.)
+  if (local_pending_ == 0 && !has_submitted_.load(std::memory_order_relaxed)) return;
   {
     std::lock_guard lock(mutex_);
-    // Only this rank's own pending ops need the background thread at once; the heartbeat and
-    // cycle time take care of the peers'.
     if (submitted_.empty() && local_pending_ == 0) return;
     waiter_left_ = true;
   }
@@ -372,6 +455,8 @@ void Engine::cycle_once() {
   {
     std::lock_guard lock(mutex_);
     fresh_.swap(submitted_);
+    batch_noticed_ = false;
+    has_submitted_.store(false, std::memory_order_relaxed);
     shutdown = shutdown_requested_;
   }
   try {
@@ -408,7 +493,7 @@ void Engine::cycle_once() {
   fresh_.clear();
   hand_over_finished();
   active_.store(anyone_active_ || local_pending_ > 0);
-  last_cycle_end_.store(Clock::now().time_since_epoch().count());
+  cycles_run_.store(cycles_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (finished_) {
     {
       std::lock_guard lock(mutex_);
@@ -479,29 +564,41 @@ void Engine::grow_bit_tables() {
   if (timeline_) bit_arrival_.resize(bit_entries_.size() * static_cast<std::size_t>(size_));
   inline_sources_.resize(bit_entries_.size() * static_cast<std::size_t>(size_), nullptr);
   inline_ranks_.resize(bit_entries_.size(), 0);
+  bit_counts_.resize(bit_entries_.size(), 0);
+}
+
+bool Engine::cuda_driver_loaded() {
+  if (cuda_loaded_) return true;
+  const auto now = coarse_now();
+  if (now == cuda_probed_at_) return false;
+  cuda_probed_at_ = now;
+  cuda_loaded_ = core::cuda_driver_loaded();
+  return cuda_loaded_;
 }
 
 void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
-  const auto now = Clock::now();
+  // What the cycle stamps (first seen, stall checks) counts in seconds: the coarse clock (a few
+  // milliseconds, a quarter of the cost of a precise read here) unless the timeline wants
+  // microseconds. Both count from the same origin as steady_clock.
+  const auto now = timeline_ ? Clock::now() : coarse_now();
   // One bit per cache entry in use (the same number on every rank: the cache changes only after
   // a cycle's agreement), so the record stays small until the cache fills.
+  // Then a second bit vector (or list) and an area of inline data: small cached allreduces pending
+  // here ride along (see below). Only once the cache has entries, so the first cycles stay tiny.
   const std::size_t cache_entries = cache_.size();
-  const std::size_t bit_bytes = (cache_entries + 7) / 8;
-  // Then a second bit vector and an area of inline data: small cached allreduces pending here ride
-  // along (see below). Only once the cache has entries, so the first cycles stay tiny.
-  const std::size_t inline_bytes = cache_entries ? inline_area_ : 0;
-  const std::size_t inline_bits_at = kFixedHeaderBytes + bit_bytes;
-  // Aligned within the record, and records are whole multiples of kInlineAlign: the reduction
-  // reads the data in place from the gathered records.
-  const std::size_t inline_data_at = inline_bytes ? round_up(inline_bits_at + bit_bytes, kInlineAlign) : inline_bits_at;
-  const std::size_t fixed_bytes = inline_data_at + inline_bytes;
+  const RecordLayout layout = record_layout(cache_entries, inline_area_, index_slots_);
+  const std::size_t bit_bytes = layout.bit_bytes;
+  const std::size_t inline_bytes = layout.inline_bytes;
+  const std::size_t inline_data_at = layout.inline_data_at;
+  const std::size_t fixed_bytes = layout.fixed_bytes;
 
   // This rank's record: cache bits for names the cache knows as submitted, full descriptions for
   // the rest, and (rank 0) the stall shutdowns it decided.
   mine_.assign(fixed_bytes, std::byte{0});
   Writer payload;
   std::size_t cached_count = 0;
-  const bool cuda = !fresh.empty() && core::cuda_driver_loaded();
+  listed_bits_.clear();
+  const bool cuda = !fresh.empty() && cuda_driver_loaded();
   for (auto& op : fresh) {
     const OpRequest& r = op.request;
     const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable};
@@ -512,7 +609,8 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     }
     const int bit = hint;
     if (bit >= 0 && cache_[static_cast<std::size_t>(bit)].shape == shape) {
-      mine_[kFixedHeaderBytes + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      if (layout.listed) listed_bits_.push_back(static_cast<std::uint32_t>(bit));
+      else mine_[kFixedHeaderBytes + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
       ++cached_count;
     } else {
       payload.u8(kRecordDescription);
@@ -532,7 +630,18 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
   // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
   // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
+  // Listed: as many submitted bits as there are slots; the rest in the payload.
+  const std::size_t listed = std::min(listed_bits_.size(), layout.slots);
+  for (std::size_t i = 0; i < listed; ++i)
+    std::memcpy(mine_.data() + kFixedHeaderBytes + i * sizeof(std::uint32_t), &listed_bits_[i], sizeof(std::uint32_t));
+  if (listed < listed_bits_.size()) {
+    payload.u8(kRecordCachedBits);
+    payload.u32(static_cast<std::uint32_t>(listed_bits_.size() - listed));
+    for (std::size_t i = listed; i < listed_bits_.size(); ++i) payload.u32(listed_bits_[i]);
+  }
+  std::size_t listed_inline = 0;
   std::size_t wanted = 0;
+  std::size_t wanted_indices = cached_count;
   if (inline_capacity_ && cache_entries && local_pending_ + fresh.size() <= kInlineMaxPending) {
     auto& candidates = inline_candidates_;
     candidates.clear();
@@ -548,6 +657,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     for (const auto& op : fresh) consider(op.bit, op);
     for (int bit : local_bits_) consider(bit, *bit_entries_[static_cast<std::size_t>(bit)].local);
     std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    wanted_indices += candidates.size();
     std::size_t used = 0;
     for (auto& [bit, op] : candidates) {
       const OpRequest& r = op->request;
@@ -555,7 +665,13 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
       const std::size_t padded = round_up(bytes, kInlineAlign);
       wanted += padded;
       if (used + padded > inline_bytes) continue;
-      mine_[inline_bits_at + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      if (layout.listed) {
+        if (listed + listed_inline == layout.slots) continue;
+        const auto index = static_cast<std::uint32_t>(bit);
+        std::memcpy(mine_.data() + kFixedHeaderBytes + (listed + listed_inline++) * sizeof index, &index, sizeof index);
+      } else {
+        mine_[layout.inline_bits_at + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      }
       std::memcpy(mine_.data() + inline_data_at + used, r.send, bytes);
       used += padded;
     }
@@ -577,31 +693,41 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   mine_[4] = static_cast<std::byte>(flags);
   const std::uint32_t wanted_bytes = static_cast<std::uint32_t>(std::min(wanted, inline_capacity_));
   std::memcpy(mine_.data() + kWantedAt, &wanted_bytes, sizeof wanted_bytes);
+  const auto indices = static_cast<std::uint32_t>(std::min<std::size_t>(wanted_indices, UINT32_MAX));
+  std::memcpy(mine_.data() + kIndicesWantedAt, &indices, sizeof indices);
+  if (layout.listed) {
+    const auto counts = std::array{static_cast<std::uint32_t>(listed), static_cast<std::uint32_t>(listed_inline)};
+    std::memcpy(mine_.data() + kListedAt, counts.data(), sizeof counts);
+  }
 
   all_fixed_.resize(fixed_bytes * static_cast<std::size_t>(size_));
-  comm_.allgather(mine_.data(), fixed_bytes, RINGRUN_UINT8, all_fixed_.data());
+  comm_.allgather_host(mine_.data(), fixed_bytes, RINGRUN_UINT8, all_fixed_.data());
   {
-    std::lock_guard lock(stats_mutex_);
-    ++stats_.cycles;
-    stats_.described_submissions += fresh.size() - cached_count;
-    stats_.cached_submissions += cached_count;
+    counters_.add(counters_.cycles, 1);
+    if (layout.listed) counters_.add(counters_.listed_cycles, 1);
+    counters_.add(counters_.described_submissions, fresh.size() - cached_count);
+    counters_.add(counters_.cached_submissions, cached_count);
   }
 
   std::size_t max_payload = 0;
   std::size_t max_wanted = 0;
+  std::size_t max_indices = 0;
   for (int r = 0; r < size_; ++r) {
-    std::uint32_t bytes, want;
-    std::memcpy(&bytes, all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes, sizeof bytes);
-    std::memcpy(&want, all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes + kWantedAt, sizeof want);
-    max_payload = std::max<std::size_t>(max_payload, bytes);
-    max_wanted = std::max<std::size_t>(max_wanted, want);
+    const std::byte* fixed = all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes;
+    max_payload = std::max<std::size_t>(max_payload, load_u32(fixed));
+    max_wanted = std::max<std::size_t>(max_wanted, load_u32(fixed + kWantedAt));
+    max_indices = std::max<std::size_t>(max_indices, load_u32(fixed + kIndicesWantedAt));
+    if (layout.listed && (load_u32(fixed + kListedAt) > layout.slots ||
+                          load_u32(fixed + kListedInlineAt) > layout.slots - load_u32(fixed + kListedAt)))
+      throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {}'s negotiation record lists more than {} cache bits", r, layout.slots));
   }
   inline_area_ = next_inline_area(inline_area_, max_wanted, inline_capacity_);
+  index_slots_ = next_index_slots(index_slots_, max_indices, config_.cache_capacity);
   if (max_payload > 0) {
     padded_payload_.assign(max_payload, std::byte{0});
     std::copy(payload.bytes().begin(), payload.bytes().end(), padded_payload_.begin());
     all_payload_.resize(max_payload * static_cast<std::size_t>(size_));
-    comm_.allgather(padded_payload_.data(), max_payload, RINGRUN_UINT8, all_payload_.data());
+    comm_.allgather_host(padded_payload_.data(), max_payload, RINGRUN_UINT8, all_payload_.data());
   }
 
   // Apply every rank's record, in rank order: every rank builds the same table.
@@ -612,17 +738,45 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   // same step everywhere): ready at once, one pass per name instead of one per rank and name.
   // Then everything else rank by rank. Both orders are the same on every rank.
   const std::size_t words = (cache_entries + 63) / 64;
+  // Calls f(bit) for each cache bit a rank's record holds: what it submitted (inline false) or
+  // sent inline data for, in the order of the record, bits set in skip left out.
+  auto for_each_bit_in = [&](const std::byte* fixed, bool inline_bits, const std::uint64_t* skip, auto&& f) {
+    if (!layout.listed) {
+      for_each_set_bit(fixed + (inline_bits ? layout.inline_bits_at : kFixedHeaderBytes), cache_entries, skip, f);
+      return;
+    }
+    const std::uint32_t submitted = load_u32(fixed + kListedAt);
+    const std::uint32_t count = inline_bits ? load_u32(fixed + kListedInlineAt) : submitted;
+    const std::byte* list = fixed + kFixedHeaderBytes + (inline_bits ? submitted : 0) * sizeof(std::uint32_t);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t bit = load_u32(list + i * sizeof(std::uint32_t));
+      if (bit >= cache_entries)
+        throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: a negotiation record lists cache bit {} of {}", bit, cache_entries));
+      if (skip && (skip[bit / 64] >> (bit % 64) & 1)) continue;
+      f(std::size_t{bit});
+    }
+  };
   everyone_bits_.assign(words, 0);
   if (size_ > 1 && cache_entries) {
-    for (std::size_t word = 0; word < words; ++word) {
-      std::uint64_t all = ~std::uint64_t{0};
-      for (int r = 0; r < size_ && all; ++r) {
-        std::uint64_t w = 0;
-        std::memcpy(&w, all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes + kFixedHeaderBytes + word * 8,
-                    std::min<std::size_t>(8, bit_bytes - word * 8));
-        all &= w;
+    if (!layout.listed) {
+      for (std::size_t word = 0; word < words; ++word) {
+        std::uint64_t all = ~std::uint64_t{0};
+        for (int r = 0; r < size_ && all; ++r) {
+          std::uint64_t w = 0;
+          std::memcpy(&w, all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes + kFixedHeaderBytes + word * 8,
+                      std::min<std::size_t>(8, bit_bytes - word * 8));
+          all &= w;
+        }
+        everyone_bits_[word] = all;
       }
-      everyone_bits_[word] = all;
+    } else {
+      // A bit every rank listed: counted, then the counts cleared (only the listed ones).
+      for (int pass = 0; pass < 2; ++pass)
+        for (int r = 0; r < size_; ++r)
+          for_each_bit_in(all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes, false, nullptr, [&](std::size_t bit) {
+            if (pass == 1) bit_counts_[bit] = 0;
+            else if (++bit_counts_[bit] == size_) everyone_bits_[bit / 64] |= std::uint64_t{1} << (bit % 64);
+          });
     }
     for_each_set_bit(reinterpret_cast<const std::byte*>(everyone_bits_.data()), cache_entries, nullptr, [&](std::size_t bit) {
       Entry& entry = bit_entries_[bit];
@@ -647,11 +801,11 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     auto peer_flags = static_cast<std::uint8_t>(fixed[4]);
     if (peer_flags & kFlagShutdown) shutdown_seen_[static_cast<std::size_t>(r)] = true;
     if (peer_flags & (kFlagShutdown | kFlagPending)) anyone_active_ = true;
-    for_each_set_bit(fixed + kFixedHeaderBytes, cache_entries, everyone_bits_.data(),
-                     [&](std::size_t bit) { apply_shape(bit_entries_[bit], r, cache_[bit].shape, now); });
+    for_each_bit_in(fixed, false, everyone_bits_.data(),
+                    [&](std::size_t bit) { apply_shape(bit_entries_[bit], r, cache_[bit].shape, now); });
     if (inline_bytes) {
       std::size_t used = 0;
-      for_each_set_bit(fixed + inline_bits_at, cache_entries, nullptr, [&](std::size_t bit) {
+      for_each_bit_in(fixed, true, nullptr, [&](std::size_t bit) {
         const Shape& d = cache_[bit].shape;
         const std::size_t padded = round_up(d.count * core::dtype_size(d.dtype), kInlineAlign);
         if (used + padded > inline_bytes) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: inline data overflows its record");
@@ -674,6 +828,14 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
         d.root = static_cast<std::int32_t>(reader.u32());
         d.count = reader.u64();
         apply_shape(entry_for_name(name, now), r, d, now);
+      } else if (type == kRecordCachedBits) {
+        // Cache bits that did not fit this rank's list.
+        for (std::uint32_t n = reader.u32(); n > 0; --n) {
+          const std::uint32_t bit = reader.u32();
+          if (bit >= cache_entries)
+            throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: a negotiation record names cache bit {} of {}", bit, cache_entries));
+          apply_shape(bit_entries_[bit], r, cache_[bit].shape, now);
+        }
       } else if (type == kRecordStallFailure) {
         std::string name = reader.str();
         std::string message = reader.str();
@@ -711,7 +873,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   } else {
     ++cycle_number_;
     if (timeline_ && config_.timeline_mark_cycles && pending_entries_) timeline_->mark(fmt::format("cycle {}", cycle_number_), now);
-    std::sort(ready_.begin(), ready_.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
+    if (ready_.size() > 1) std::sort(ready_.begin(), ready_.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
     cache_inserts_.clear();
     if (!ready_.empty()) execute(ready_);
   }
@@ -788,8 +950,7 @@ void Engine::hand_over_finished() {
   const std::size_t completed = completed_ok_ + finished_ops_.size();
   if (completed) {
     local_names_pending_.fetch_sub(completed, std::memory_order_relaxed);
-    std::lock_guard lock(stats_mutex_);
-    stats_.completed += completed;
+    counters_.add(counters_.completed, completed);
   }
   completed_ok_ = 0;
   finished_ops_.clear();
@@ -867,8 +1028,7 @@ void Engine::insert_into_cache(Description description) {
   cache_index_.emplace(name, victim);
   cache_[victim] = std::move(description);
   cache_used_[victim] = cycle_number_;
-  std::lock_guard lock(stats_mutex_);
-  ++stats_.cache_evictions;
+  counters_.add(counters_.cache_evictions, 1);
 }
 
 void Engine::finish_ok(Entry& entry) {
@@ -924,10 +1084,7 @@ void Engine::execute(std::vector<Entry*>& ready) {
     }
     if (r.op == RINGRUN_AVERAGE) core::finish_average(r.recv, r.count, r.dtype, size_);
     if (timeline_) timeline_->span(r.name, "ALLREDUCE", start, Clock::now());
-    {
-      std::lock_guard lock(stats_mutex_);
-      ++stats_.inline_allreduces;
-    }
+    counters_.add(counters_.inline_allreduces, 1);
     finish_ok(*entry);
     entry = nullptr;
   }
@@ -1005,11 +1162,8 @@ void Engine::execute_allreduce_group(const std::vector<Entry*>& group, Clock::ti
     }
     const auto start = Clock::now();
     comm_.allreduce_scattered(spans_, first.dtype, first.op);
-    {
-      std::lock_guard lock(stats_mutex_);
-      ++stats_.fused_allreduces;
-      stats_.fused_tensors += group.size();
-    }
+    counters_.add(counters_.fused_allreduces, 1);
+    counters_.add(counters_.fused_tensors, group.size());
     if (timeline_) {
       const auto end = Clock::now();
       for (Entry* entry : group) {
@@ -1041,11 +1195,8 @@ void Engine::execute_allreduce_group(const std::vector<Entry*>& group, Clock::ti
   }
   const auto reduce_start = Clock::now();
   comm_.allreduce(buffer, buffer, total, wire, first.op);
-  {
-    std::lock_guard lock(stats_mutex_);
-    ++stats_.fused_allreduces;
-    stats_.fused_tensors += group.size();
-  }
+  counters_.add(counters_.fused_allreduces, 1);
+  counters_.add(counters_.fused_tensors, group.size());
   const auto copy_out_start = Clock::now();
   offset = 0;
   for (Entry* entry : group) {

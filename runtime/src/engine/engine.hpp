@@ -63,9 +63,10 @@ struct EngineConfig {
   // When no rank had anything pending in the last cycle, an idle rank still joins a cycle this
   // often, so that a peer waiting in a cycle (for stall checks, finalize) is never stuck.
   std::chrono::milliseconds idle_heartbeat{100};
-  // The background thread starts a cycle this long after the first submission of a batch (unless a
-  // waiting thread runs it first): the tensors of a backward pass arrive microseconds apart, and
-  // one cycle for all of them costs far less than a cycle each.
+  // The background thread starts a cycle this long after it first sees a batch of submissions
+  // (unless a waiting thread runs it first; while ops flow it looks every batch window, so a batch
+  // waits one to two windows): the tensors of a backward pass arrive microseconds apart, and one
+  // cycle for all of them costs far less than a cycle each.
   std::chrono::microseconds batch_window{200};
 
   static EngineConfig from_environment();  // RuntimeError naming the variable when malformed
@@ -97,6 +98,7 @@ struct EngineStats {
   std::uint64_t completed = 0;             // ops completed (with or without error)
   std::uint64_t inline_allreduces = 0;     // allreduces reduced from the negotiation records
   std::uint64_t cache_evictions = 0;       // response-cache entries given to a new name
+  std::uint64_t listed_cycles = 0;         // cycles whose records listed cache indices, not bit vectors
 };
 
 // Whoever runs a negotiation cycle holds `mutex`: the background thread, or a thread blocked in
@@ -120,6 +122,10 @@ class OpState {
   bool done() const { return done_.load(std::memory_order_acquire); }
   int code() const;           // valid once done()
   std::string message() const;  // "" on success; valid once done()
+  // The C API's handle is the OpState: it holds a reference to itself from submission until the
+  // wait takes it back.
+  void hold(std::shared_ptr<OpState> self) { self_ = std::move(self); }
+  std::shared_ptr<OpState> release() { return std::move(self_); }
 
  private:
   // No mutex: a step completes a thousand of these, and each is a store; the futex wake happens
@@ -129,6 +135,7 @@ class OpState {
   int code_ = 0;
   std::string message_;
   std::shared_ptr<CycleDriver> driver_;
+  std::shared_ptr<OpState> self_;
 };
 
 class Engine {
@@ -240,6 +247,11 @@ class Engine {
   void update_cache(Entry& entry, const Shape& shape);
   void insert_into_cache(Description description);
   void grow_bit_tables();
+  // core::cuda_driver_loaded() walks the loaded objects, about as costly as the rest of a small
+  // op's bookkeeping: a cycle asks again only once the coarse clock has moved on (a few ms). No
+  // program loads the CUDA driver, creates a context and allocates device memory in that time;
+  // once loaded, the answer never changes.
+  bool cuda_driver_loaded();
 
   core::Communicator& comm_;
   const EngineConfig config_;
@@ -250,16 +262,19 @@ class Engine {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalOp> submitted_;           // not yet sent in a cycle
-  Clock::time_point batch_started_;          // first submission into an empty submitted_
+  std::atomic<bool> has_submitted_{false};   // !submitted_.empty(), for a look without the mutex
+  // Whether the background thread has seen the batch in submitted_, and when it runs it.
+  bool batch_noticed_ = false;
+  Clock::time_point batch_due_;
   // Names submitted here: true while pending (submitted, not done). Done names stay as false (no
   // allocation per op in the steady state) until there are many more of them than pending ones.
   // The flag is cleared by the cycle without the mutex (through LocalOp::name_state): the node
   // stays until the mutex holder prunes flags that are clear.
   std::unordered_map<std::string, NameState> local_names_;
   std::atomic<std::size_t> local_names_pending_{0};
-  // When the background thread next looks at submitted_ by itself (steady_clock ticks; 0 while it
-  // runs): a submission wakes it only when that is later than the end of the batch window.
-  std::int64_t thread_checks_at_ = 0;
+  // The background thread sleeps for longer than a batch window before it looks at submitted_
+  // again: only then does a submission wake it.
+  bool thread_sleeps_long_ = false;
   bool shutdown_requested_ = false;
   bool stopped_ = false;                     // the thread has left its loop
   int broken_code_ = 0;
@@ -290,6 +305,9 @@ class Engine {
   std::vector<int> inline_ranks_;
   std::vector<int> inline_touched_;
   std::size_t inline_area_ = 0;                          // inline bytes per record this cycle; the same on every rank
+  std::size_t index_slots_ = 8;                          // cache indices a listed record holds; the same on every rank
+  std::vector<std::uint32_t> listed_bits_;               // this cycle: cache bits this rank submits (listed records)
+  std::vector<int> bit_counts_;                          // by cache bit: ranks that listed it (zero between cycles)
   std::vector<std::pair<int, const LocalOp*>> inline_candidates_;
   std::vector<Entry*> ready_;
   std::vector<std::uint64_t> everyone_bits_;             // this cycle: cache bits every rank sent
@@ -304,17 +322,27 @@ class Engine {
   Clock::time_point last_stall_check_{};
   std::shared_ptr<CycleDriver> driver_;
   const std::size_t inline_capacity_;
+  bool cuda_loaded_ = false;
+  Clock::time_point cuda_probed_at_{};
 
   // Read by the background thread between cycles (written under driver_->mutex).
   std::atomic<bool> active_{false};             // anyone_active_ or ops pending here
   std::atomic<bool> shutdown_sent_{false};      // this rank's shutdown flag went out in a cycle
   std::atomic<bool> finished_flag_{false};
-  std::atomic<std::int64_t> last_cycle_end_{0};  // steady_clock ticks: heartbeats skip while waiters drive
+  std::atomic<std::uint64_t> cycles_run_{0};     // heartbeats skip while waiters drive cycles
   std::vector<std::byte> fusion_buffer_;
   std::unique_ptr<Timeline> timeline_;
 
-  mutable std::mutex stats_mutex_;
-  EngineStats stats_;
+  // EngineStats as counters: written only by whoever runs the cycle (one thread at a time, under
+  // driver_->mutex), so an increment is a plain load and store, no lock; stats() reads them.
+  struct Counters {
+    std::atomic<std::uint64_t> cycles{0}, cached_submissions{0}, described_submissions{0}, fused_allreduces{0},
+        fused_tensors{0}, completed{0}, inline_allreduces{0}, cache_evictions{0}, listed_cycles{0};
+    static void add(std::atomic<std::uint64_t>& counter, std::uint64_t n) {
+      counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+  };
+  Counters counters_;
 
   std::thread thread_;
 };
