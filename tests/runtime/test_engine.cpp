@@ -660,6 +660,50 @@ TEST_CASE("engine: with many cached names a few per cycle go as index lists; a b
   }
 }
 
+TEST_CASE("engine: lone small ops complete from the records on some ranks and through the table on others alike") {
+  // One small cached op at a time completes straight from the negotiation records, except on a
+  // rank that writes a timeline (rank 0 here), which keeps the general path for its events. Both
+  // must leave the same state: with a 4-entry cache, 4 names in turn and a new one every 7th op,
+  // entries are evicted by least recent use, and ranks that disagreed on it would send bits that
+  // mean different tensors (wrong sums, mismatches, or a stall that the short shutdown time turns
+  // into errors).
+  const std::string path = std::string(RINGRUN_BINARY_DIR) + "/tests/engine_lone_ops_timeline.json";
+  std::remove(path.c_str());
+  constexpr int kRanks = 3;
+  std::atomic<int> wrong{0};
+  std::vector<engine::EngineStats> stats(kRanks);
+  test::run_ranks(kRanks, Placement::one_host, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.cache_capacity = 4;
+    config.timeline_filename = path;
+    config.stall_shutdown = std::chrono::milliseconds(5000);
+    Engine engine(comm, config);
+    for (int round = 0; round < 600; ++round) {
+      const int k = round % 4;
+      SumOp op(round % 7 == 6 ? "rare." + std::to_string(round) : "lone." + std::to_string(k), 1 + static_cast<std::size_t>(k), rank);
+      if (round % 50 == 49) {
+        // Now and then two at once (the general path everywhere), then lone ones again.
+        SumOp other("pair", 3, rank);
+        auto a = engine.submit(op.request), b = engine.submit(other.request);
+        if (a->wait() != RINGRUN_OK || b->wait() != RINGRUN_OK || !other.right(kRanks)) ++wrong;
+      } else if (engine.submit(op.request)->wait() != RINGRUN_OK) {
+        ++wrong;
+      }
+      if (!op.right(kRanks)) ++wrong;
+    }
+    engine.shutdown();
+    stats[static_cast<std::size_t>(rank)] = engine.stats();
+  });
+  std::remove(path.c_str());
+  CHECK(wrong == 0);
+  for (auto& st : stats) {
+    CHECK(st.cache_evictions == stats[0].cache_evictions);
+    CHECK(st.inline_allreduces == stats[0].inline_allreduces);
+    CHECK(st.inline_allreduces > 200);
+    CHECK(st.cache_evictions > 50);
+  }
+}
+
 TEST_CASE("engine: a name can be submitted again as soon as its wait returns; made-up names do not accumulate") {
   // The pending flag of a name is cleared before its op completes: a thread that sees the op done
   // and submits the name again at once must not be told it is still pending.

@@ -109,6 +109,22 @@ std::string Engine::Shape::describe() const {
   return "unknown collective";
 }
 
+// The fixed-size part of a negotiation record this cycle; the same on every rank. Cache bits go
+// either as bit vectors (one bit per cache entry: what a step of hundreds of cached names needs)
+// or, while every rank submits only a few names per cycle, as lists of u32 cache indices: a
+// small op must not gather two bit vectors of a thousand-entry cache every cycle. Bits that do
+// not fit a rank's list go in its payload (kRecordCachedBits), and the lists grow for the next
+// cycle.
+struct RecordLayout {
+  bool listed = false;           // index lists, not bit vectors
+  std::size_t bit_bytes = 0;     // one bit vector
+  std::size_t slots = 0;         // listed: u32 indices, submitted bits first, then inline bits
+  std::size_t inline_bytes = 0;  // the inline data area
+  std::size_t inline_bits_at = 0;  // bit vectors: where the inline bits start
+  std::size_t inline_data_at = 0;
+  std::size_t fixed_bytes = 0;
+};
+
 namespace {
 
 enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2, kRecordCachedBits = 3 };
@@ -164,21 +180,6 @@ std::size_t next_inline_area(std::size_t area, std::size_t wanted, std::size_t c
   return area;
 }
 
-// The fixed-size part of a negotiation record this cycle; the same on every rank. Cache bits go
-// either as bit vectors (one bit per cache entry: what a step of hundreds of cached names needs)
-// or, while every rank submits only a few names per cycle, as lists of u32 cache indices: a
-// small op must not gather two bit vectors of a thousand-entry cache every cycle. Bits that do
-// not fit a rank's list go in its payload (kRecordCachedBits), and the lists grow for the next
-// cycle.
-struct RecordLayout {
-  bool listed = false;           // index lists, not bit vectors
-  std::size_t bit_bytes = 0;     // one bit vector
-  std::size_t slots = 0;         // listed: u32 indices, submitted bits first, then inline bits
-  std::size_t inline_bytes = 0;  // the inline data area
-  std::size_t inline_bits_at = 0;  // bit vectors: where the inline bits start
-  std::size_t inline_data_at = 0;
-  std::size_t fixed_bytes = 0;
-};
 
 // A slot count of the listed form follows what the ranks wanted, as the inline area does: at
 // once up to a power of two, down by halves once four times more than anyone wants.
@@ -567,6 +568,53 @@ void Engine::grow_bit_tables() {
   bit_counts_.resize(bit_entries_.size(), 0);
 }
 
+bool Engine::complete_lone_inline(const RecordLayout& layout, std::vector<LocalOp>& fresh) {
+  // Which path a rank takes may differ (fresh and the timeline are its own), so this one must
+  // leave exactly what the general path leaves: the same counters move, the table is as before.
+  if (fresh.size() != 1 || fresh[0].bit < 0 || pending_entries_ != 0 || timeline_ || !layout.inline_bytes) return false;
+  if (std::any_of(shutdown_seen_.begin(), shutdown_seen_.end(), [](bool b) { return b; })) return false;
+  const auto bit = static_cast<std::size_t>(fresh[0].bit);
+  const std::size_t fixed_bytes = layout.fixed_bytes;
+  // True when the bit vector at `at` holds `bit` alone.
+  auto only_bit = [&](const std::byte* at) {
+    for (std::size_t i = 0; i < layout.bit_bytes; ++i)
+      if (at[i] != (i == bit / 8 ? static_cast<std::byte>(1u << (bit % 8)) : std::byte{0})) return false;
+    return true;
+  };
+  for (int r = 0; r < size_; ++r) {
+    const std::byte* fixed = all_fixed_.data() + static_cast<std::size_t>(r) * fixed_bytes;
+    if (static_cast<std::uint8_t>(fixed[4]) != kFlagPending) return false;
+    if (layout.listed) {
+      if (load_u32(fixed + kListedAt) != 1 || load_u32(fixed + kListedInlineAt) != 1 ||
+          load_u32(fixed + kFixedHeaderBytes) != bit || load_u32(fixed + kFixedHeaderBytes + sizeof(std::uint32_t)) != bit)
+        return false;
+    } else if (!only_bit(fixed + kFixedHeaderBytes) || !only_bit(fixed + layout.inline_bits_at)) {
+      return false;
+    }
+  }
+  // Every rank sent this op's cache bit and its data, and nothing else: reduce it from the records
+  // in rank order, as the transports do.
+  LocalOp& op = fresh[0];
+  const OpRequest& r = op.request;
+  const std::byte* data = all_fixed_.data() + layout.inline_data_at;
+  if (size_ == 1) {
+    std::memcpy(r.recv, data, r.count * core::dtype_size(r.dtype));
+  } else {
+    core::reduce(r.recv, data, data + fixed_bytes, r.count, r.dtype, r.op);
+    for (int p = 2; p < size_; ++p) core::reduce(r.recv, r.recv, data + static_cast<std::size_t>(p) * fixed_bytes, r.count, r.dtype, r.op);
+  }
+  if (r.op == RINGRUN_AVERAGE) core::finish_average(r.recv, r.count, r.dtype, size_);
+  // What the general path would have changed for good: an entry created and done, a cycle
+  // counted, the cache entry used, everyone seen with something pending.
+  ++next_entry_seq_;
+  ++cycle_number_;
+  cache_used_[bit] = cycle_number_;
+  anyone_active_ = true;
+  counters_.add(counters_.inline_allreduces, 1);
+  complete_ok(op);
+  return true;
+}
+
 bool Engine::cuda_driver_loaded() {
   if (cuda_loaded_) return true;
   const auto now = coarse_now();
@@ -729,6 +777,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     all_payload_.resize(max_payload * static_cast<std::size_t>(size_));
     comm_.allgather_host(padded_payload_.data(), max_payload, RINGRUN_UINT8, all_payload_.data());
   }
+  if (max_payload == 0 && complete_lone_inline(layout, fresh)) return;
 
   // Apply every rank's record, in rank order: every rank builds the same table.
   anyone_active_ = false;

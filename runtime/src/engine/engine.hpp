@@ -42,6 +42,7 @@ namespace ringrun::engine {
 
 class Timeline;
 class Engine;
+struct RecordLayout;  // engine.cpp: the fixed part of a negotiation record
 
 struct EngineConfig {
   std::size_t fusion_threshold_bytes = 128u << 20;   // RINGRUN_FUSION_THRESHOLD_MB
@@ -225,6 +226,11 @@ class Engine {
   // the background thread takes over what is still pending here.
   void waiter_left();
   void run_cycle(std::vector<LocalOp>& fresh, bool shutdown);
+  // The steady state of one small op at a time (a latency-bound loop, a synchronous call routed
+  // through the engine): every rank's record holds the same single cached allreduce, inline,
+  // and nothing else is pending anywhere. It completes straight from the records, without the
+  // table; false (nothing done) otherwise.
+  bool complete_lone_inline(const RecordLayout& layout, std::vector<LocalOp>& fresh);
   const std::string& entry_name(const Entry& entry) const;
   std::optional<Shape>* shapes(Entry& entry);      // size_ of them: what each rank submitted
   Clock::time_point* arrivals(Entry& entry);       // size_ of them; only kept with a timeline
