@@ -50,13 +50,23 @@ EngineConfig EngineConfig::from_environment() {
 // OpState
 
 void OpState::complete(int code, std::string message) {
-  if (done_.load(std::memory_order_relaxed)) return;
+  if (!complete_quietly(code, std::move(message))) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  wake_sleepers();
+}
+
+bool OpState::complete_quietly(int code, std::string message) {
+  if (done_.load(std::memory_order_relaxed)) return false;
   code_ = code;
   if (!message.empty()) message_ = std::move(message);
-  // seq_cst store then load, against the sleeper's seq_cst increment then load: either it sees
-  // done_ or this sees it sleeping.
-  done_.store(true, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) done_.notify_all();
+  done_.store(true, std::memory_order_release);
+  return true;
+}
+
+void OpState::wake_sleepers() {
+  // After a seq_cst fence that follows the store of done_, against the sleeper's increment, fence,
+  // then load: either it sees done_ or this sees it sleeping.
+  if (sleepers_.load(std::memory_order_relaxed) > 0) done_.notify_all();
 }
 
 int OpState::wait() {
@@ -86,7 +96,8 @@ int OpState::wait() {
   }
   if (!done_.load(std::memory_order_acquire)) {
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    while (!done_.load(std::memory_order_seq_cst)) done_.wait(false, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    while (!done_.load(std::memory_order_acquire)) done_.wait(false, std::memory_order_acquire);
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
   return code_;
@@ -288,9 +299,21 @@ void check_argument(bool ok, const std::string& name, const char* why) {
 // ---------------------------------------------------------------------------------------------
 // Engine
 
+namespace {
+
+CycleDriver* new_cycle_driver() {
+  // Reachable until exit (never destroyed: an engine may shut down in a static destructor).
+  static auto* mutex = new std::mutex;
+  static auto* drivers = new std::vector<std::unique_ptr<CycleDriver>>;
+  std::lock_guard lock(*mutex);
+  return drivers->emplace_back(std::make_unique<CycleDriver>()).get();
+}
+
+}  // namespace
+
 Engine::Engine(core::Communicator& comm, EngineConfig config)
     : comm_(comm), config_(std::move(config)), rank_(comm.rank()), size_(comm.size()),
-      shutdown_seen_(static_cast<std::size_t>(comm.size()), false), driver_(std::make_shared<CycleDriver>()),
+      shutdown_seen_(static_cast<std::size_t>(comm.size()), false), driver_(new_cycle_driver()),
       inline_capacity_(config_.inline_bytes / kInlineAlign * kInlineAlign) {
   driver_->engine = this;
   bit_entries_.reserve(std::min<std::size_t>(config_.cache_capacity, 4096));
@@ -332,7 +355,7 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
                            fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
       it->second.pending.store(true, std::memory_order_relaxed);
     }
-    const std::size_t pending = local_names_pending_.fetch_add(1, std::memory_order_relaxed) + 1;
+    const std::size_t pending = ++local_names_submitted_ - local_names_completed_.load(std::memory_order_relaxed);
     // Programs that make up new names all the time would otherwise grow the map without bound.
     if (local_names_.size() > 4 * pending + 4096)
       std::erase_if(local_names_, [](auto& kv) { return !kv.second.pending.load(std::memory_order_acquire); });
@@ -342,7 +365,7 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
     // flow it looks every batch window by itself, and a wake-up costs more than a small op. (No
     // clock read here: the thread times the batch from when it first sees it.)
     if (submitted_.empty()) wake = thread_sleeps_long_;
-    submitted_.emplace_back(std::move(request), state, &it->second);
+    submitted_.emplace_back(std::move(request), state, &it->second);  // (a constructor: no zero fill first)
     has_submitted_.store(true, std::memory_order_relaxed);
   }
   if (wake) wake_.notify_one();
@@ -922,7 +945,9 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   } else {
     ++cycle_number_;
     if (timeline_ && config_.timeline_mark_cycles && pending_entries_) timeline_->mark(fmt::format("cycle {}", cycle_number_), now);
-    if (ready_.size() > 1) std::sort(ready_.begin(), ready_.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
+    // Usually in order already (a step's names applied in bit order as they were created).
+    auto by_seq = [](const Entry* a, const Entry* b) { return a->seq < b->seq; };
+    if (!std::is_sorted(ready_.begin(), ready_.end(), by_seq)) std::sort(ready_.begin(), ready_.end(), by_seq);
     cache_inserts_.clear();
     if (!ready_.empty()) execute(ready_);
   }
@@ -987,18 +1012,25 @@ void Engine::finish(LocalOp op, int code, std::string message) {
 void Engine::complete_ok(LocalOp& op) {
   // The name is free again before the op is done: a thread that sees it done may resubmit it.
   op.name_state->pending.store(false, std::memory_order_release);
-  op.state->complete(RINGRUN_OK, std::string());
+  // Done now; sleepers are woken after the cycle, with one fence for all of a step's ops instead
+  // of a locked store each. The reference moves along, so the state outlives its entry until then.
+  if (op.state->complete_quietly(RINGRUN_OK, std::string())) completed_quietly_.push_back(std::move(op.state));
   ++completed_ok_;
 }
 
 void Engine::hand_over_finished() {
+  if (!completed_quietly_.empty()) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (auto& state : completed_quietly_) state->wake_sleepers();
+    completed_quietly_.clear();
+  }
   for (auto& f : finished_ops_) {
     f.name_state->pending.store(false, std::memory_order_release);
     f.state->complete(f.code, std::move(f.message));
   }
   const std::size_t completed = completed_ok_ + finished_ops_.size();
   if (completed) {
-    local_names_pending_.fetch_sub(completed, std::memory_order_relaxed);
+    local_names_completed_.store(local_names_completed_.load(std::memory_order_relaxed) + completed, std::memory_order_relaxed);
     counters_.add(counters_.completed, completed);
   }
   completed_ok_ = 0;

@@ -104,8 +104,10 @@ struct EngineStats {
 
 // Whoever runs a negotiation cycle holds `mutex`: the background thread, or a thread blocked in
 // OpState::wait(), which then runs the cycles itself (two thread hand-offs fewer per op: what
-// keeps one small op within a few microseconds of a plain allreduce). Shared with the OpStates so
-// that a handle may outlive its engine: engine is null once the engine has stopped.
+// keeps one small op within a few microseconds of a plain allreduce). A handle may outlive its
+// engine (engine is null once the engine has stopped), so drivers are never freed before the
+// process exits (new_cycle_driver): a counted reference per op cost two locked instructions per
+// op, a driver is a few dozen bytes per engine ever started.
 struct CycleDriver {
   std::mutex mutex;
   Engine* engine = nullptr;      // guarded by mutex
@@ -115,10 +117,14 @@ struct CycleDriver {
 class OpState {
  public:
   OpState() = default;
-  explicit OpState(std::shared_ptr<CycleDriver> driver) : driver_(std::move(driver)) {}
+  explicit OpState(CycleDriver* driver) : driver_(driver) {}
   // The first call counts. Called by whoever runs the engine's cycle (under CycleDriver::mutex),
   // so calls never race each other.
   void complete(int code, std::string message);
+  // complete() in two halves, for many ops at once: done (false if it already was), then, after
+  // a seq_cst fence, the wake-up of threads sleeping in wait().
+  bool complete_quietly(int code, std::string message);
+  void wake_sleepers();
   int wait();                 // blocks until done (running the engine's cycles meanwhile); the op's status
   bool done() const { return done_.load(std::memory_order_acquire); }
   int code() const;           // valid once done()
@@ -135,7 +141,7 @@ class OpState {
   std::atomic<int> sleepers_{0};      // threads blocked in wait() on done_
   int code_ = 0;
   std::string message_;
-  std::shared_ptr<CycleDriver> driver_;
+  CycleDriver* driver_ = nullptr;  // lives as long as the process (new_cycle_driver)
   std::shared_ptr<OpState> self_;
 };
 
@@ -187,6 +193,7 @@ class Engine {
     int bit_hint = -1;
   };
   struct LocalOp {
+    LocalOp(OpRequest r, std::shared_ptr<OpState> s, NameState* n) : request(std::move(r)), state(std::move(s)), name_state(n) {}
     OpRequest request;
     std::shared_ptr<OpState> state;
     NameState* name_state = nullptr;  // its node in local_names_
@@ -277,7 +284,10 @@ class Engine {
   // The flag is cleared by the cycle without the mutex (through LocalOp::name_state): the node
   // stays until the mutex holder prunes flags that are clear.
   std::unordered_map<std::string, NameState> local_names_;
-  std::atomic<std::size_t> local_names_pending_{0};
+  // Pending names: submissions counted under mutex_, completions by whoever runs the cycle (a
+  // relaxed load and store each, no locked instruction per op).
+  std::size_t local_names_submitted_ = 0;
+  std::atomic<std::size_t> local_names_completed_{0};
   // The background thread sleeps for longer than a batch window before it looks at submitted_
   // again: only then does a submission wake it.
   bool thread_sleeps_long_ = false;
@@ -318,6 +328,7 @@ class Engine {
   std::vector<Entry*> ready_;
   std::vector<std::uint64_t> everyone_bits_;             // this cycle: cache bits every rank sent
   std::vector<Finished> finished_ops_;
+  std::vector<std::shared_ptr<OpState>> completed_quietly_;  // this cycle: done, sleepers not yet woken
   std::size_t completed_ok_ = 0;                         // this cycle, for the counters
   std::vector<LocalOp> fresh_;
   std::vector<std::byte> mine_, all_fixed_, all_payload_, padded_payload_;
@@ -326,7 +337,7 @@ class Engine {
   bool anyone_active_ = false;                           // last cycle: something pending or shutting down somewhere
   bool finished_ = false;                                // no cycle runs any more (all shut down, or broken)
   Clock::time_point last_stall_check_{};
-  std::shared_ptr<CycleDriver> driver_;
+  CycleDriver* const driver_;
   const std::size_t inline_capacity_;
   bool cuda_loaded_ = false;
   Clock::time_point cuda_probed_at_{};
