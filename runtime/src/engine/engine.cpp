@@ -1232,27 +1232,45 @@ void Engine::execute_allreduce_group(const std::vector<Entry*>& group, Clock::ti
     }
     return;
   }
-  if (!compress && comm_.can_allreduce_scattered()) {
-    // The transport reads every tensor in place and writes every result in place: no copies
-    // into a fusion buffer and back, which cost as much as the allreduce itself.
+  if (!compress) {
+    // Tensors adjacent in memory, in both send and recv, are one span: gradients that are views
+    // of one flat buffer (as several frameworks allocate them) make a plain allreduce, with no
+    // per-tensor work in the transport. Ranks may merge differently: the element order, and so
+    // the collective, is the same.
     spans_.clear();
     const std::size_t esize = core::dtype_size(first.dtype);
     for (Entry* entry : group) {
       const OpRequest& r = entry->local->request;
-      spans_.push_back({r.send, r.recv, r.count * esize});
-    }
-    const auto start = Clock::now();
-    comm_.allreduce_scattered(spans_, first.dtype, first.op);
-    counters_.add(counters_.fused_allreduces, 1);
-    counters_.add(counters_.fused_tensors, group.size());
-    if (timeline_) {
-      const auto end = Clock::now();
-      for (Entry* entry : group) {
-        timeline_->span(entry->local->request.name, "QUEUE", ready_at, start);
-        timeline_->span(entry->local->request.name, "ALLREDUCE", start, end);
+      const std::size_t bytes = r.count * esize;
+      if (bytes == 0) continue;
+      if (!spans_.empty()) {
+        core::BufferSpan& last = spans_.back();
+        if (static_cast<const std::byte*>(last.send) + last.bytes == r.send &&
+            static_cast<std::byte*>(last.recv) + last.bytes == r.recv) {
+          last.bytes += bytes;
+          continue;
+        }
       }
+      spans_.push_back({r.send, r.recv, bytes});
     }
-    return;
+    if (spans_.size() <= 1 || comm_.can_allreduce_scattered()) {
+      const auto start = timeline_ ? Clock::now() : Clock::time_point{};
+      // The transport reads every tensor in place and writes every result in place: no copies
+      // into a fusion buffer and back, which cost as much as the allreduce itself.
+      if (spans_.empty()) comm_.allreduce(nullptr, nullptr, 0, first.dtype, first.op);  // empty tensors only
+      else if (spans_.size() == 1) comm_.allreduce(spans_[0].send, spans_[0].recv, spans_[0].bytes / esize, first.dtype, first.op);
+      else comm_.allreduce_scattered(spans_, first.dtype, first.op);
+      counters_.add(counters_.fused_allreduces, 1);
+      counters_.add(counters_.fused_tensors, group.size());
+      if (timeline_) {
+        const auto end = Clock::now();
+        for (Entry* entry : group) {
+          timeline_->span(entry->local->request.name, "QUEUE", ready_at, start);
+          timeline_->span(entry->local->request.name, "ALLREDUCE", start, end);
+        }
+      }
+      return;
+    }
   }
   const ringrun_dtype wire = compress ? RINGRUN_FLOAT16 : first.dtype;
   const std::size_t wire_element = core::dtype_size(wire);
