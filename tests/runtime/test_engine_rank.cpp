@@ -116,6 +116,13 @@ int main() {
   if (ringrun_wait(pending) != RINGRUN_ERR_NOT_INITIALIZED || !std::strstr(ringrun_last_error(), name.c_str()))
     return fail("pending op after finalize");
   std::printf("engine rank %d: pending op: %s\n", g_rank, ringrun_last_error());
+  // After finalize the stopped engine is not used again: calls are refused, as before any init.
+  ringrun_handle late = nullptr;
+  if (ringrun_allreduce_async("late", &lonely, &lonely, 1, RINGRUN_FLOAT32, RINGRUN_SUM, &late) != RINGRUN_ERR_NOT_INITIALIZED ||
+      late != nullptr || !std::strstr(ringrun_last_error(), "ringrun_init"))
+    return fail("async call after finalize");
+  if (ringrun_allreduce(&lonely, &lonely, 1, RINGRUN_FLOAT32, RINGRUN_SUM) != RINGRUN_ERR_NOT_INITIALIZED)
+    return fail("sync call after finalize");
 
   int threads = 0, sockets = 0;
   count_threads_and_sockets(threads, sockets);

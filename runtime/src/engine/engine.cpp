@@ -385,7 +385,27 @@ void Engine::shutdown() {
     shutdown_requested_ = true;
   }
   wake_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  thread_.join();
+  // No cycle runs any more (the thread left its loop once finished_), and a submission is refused
+  // before it touches the tables. A stopped engine may stay allocated (engine_c_api.cpp): what it
+  // holds goes now.
+  {
+    std::lock_guard lock(mutex_);
+    local_names_.clear();
+  }
+  fusion_buffer_ = {};
+  mine_ = {};
+  all_fixed_ = {};
+  all_payload_ = {};
+  padded_payload_ = {};
+  named_entries_.clear();
+  bit_entries_ = {};
+  bit_shapes_ = {};
+  bit_arrival_ = {};
+  cache_ = {};
+  cache_index_.clear();
+  inline_sources_ = {};
 }
 
 void Engine::loop() {
