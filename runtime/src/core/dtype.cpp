@@ -8,19 +8,6 @@ namespace ringrun::core {
 bool valid_dtype(int dtype) { return dtype >= RINGRUN_FLOAT32 && dtype <= RINGRUN_UINT8; }
 bool valid_op(int op) { return op >= RINGRUN_SUM && op <= RINGRUN_PRODUCT; }
 
-std::size_t dtype_size(ringrun_dtype dtype) {
-  switch (dtype) {
-    case RINGRUN_FLOAT32: return 4;
-    case RINGRUN_FLOAT64: return 8;
-    case RINGRUN_FLOAT16: return 2;
-    case RINGRUN_BFLOAT16: return 2;
-    case RINGRUN_INT32: return 4;
-    case RINGRUN_INT64: return 8;
-    case RINGRUN_UINT8: return 1;
-  }
-  return 0;
-}
-
 const char* dtype_name(ringrun_dtype dtype) {
   switch (dtype) {
     case RINGRUN_FLOAT32: return "float32";

@@ -14,7 +14,19 @@ namespace ringrun::core {
 
 bool valid_dtype(int dtype);
 bool valid_op(int op);
-std::size_t dtype_size(ringrun_dtype dtype);
+// Bytes per element; 0 for an unknown dtype. Inline: the engine asks once per tensor.
+constexpr std::size_t dtype_size(ringrun_dtype dtype) {
+  switch (dtype) {
+    case RINGRUN_FLOAT32: return 4;
+    case RINGRUN_FLOAT64: return 8;
+    case RINGRUN_FLOAT16: return 2;
+    case RINGRUN_BFLOAT16: return 2;
+    case RINGRUN_INT32: return 4;
+    case RINGRUN_INT64: return 8;
+    case RINGRUN_UINT8: return 1;
+  }
+  return 0;
+}
 const char* dtype_name(ringrun_dtype dtype);
 const char* op_name(ringrun_op op);
 

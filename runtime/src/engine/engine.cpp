@@ -594,7 +594,7 @@ void Engine::apply_shape(Entry& entry, int rank, const Shape& shape, Clock::time
     ++pending_entries_;
   }
   auto& slot = shapes(entry)[rank];
-  if (slot) throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {} submitted '{}' twice", rank, entry_name(entry)));
+  if (slot || entry.uniform) throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {} submitted '{}' twice", rank, entry_name(entry)));
   slot = shape;
   if (timeline_) arrivals(entry)[rank] = now;
   if (++entry.present == size_) ready_.push_back(&entry);
@@ -880,7 +880,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
       entry.seq = next_entry_seq_++;
       entry.first_seen = entry.last_warned = now;
       ++pending_entries_;
-      std::fill_n(shapes(entry), size_, cache_[bit].shape);
+      entry.uniform = true;  // every rank: the cached shape (no per-rank copies to fill and compare)
       if (timeline_) std::fill_n(arrivals(entry), size_, now);
       entry.present = size_;
       ready_.push_back(&entry);
@@ -1072,7 +1072,8 @@ void Engine::reset_entry(Entry& entry) {
   if (entry.present) --pending_entries_;
   if (entry.bit >= 0) {
     entry.present = 0;
-    std::fill_n(shapes(entry), size_, std::nullopt);
+    if (!entry.uniform) std::fill_n(shapes(entry), size_, std::nullopt);
+    entry.uniform = false;
   } else {
     named_entries_.erase(named_entries_.find(*entry.name));  // entry is gone from here on
   }
@@ -1133,7 +1134,7 @@ void Engine::insert_into_cache(Description description) {
 }
 
 void Engine::finish_ok(Entry& entry) {
-  update_cache(entry, *shapes(entry)[0]);
+  update_cache(entry, entry.uniform ? cache_[static_cast<std::size_t>(entry.bit)].shape : *shapes(entry)[0]);
   if (entry.local) complete_ok(*entry.local);
   reset_entry(entry);
 }
@@ -1143,8 +1144,7 @@ void Engine::execute(std::vector<Entry*>& ready) {
   const auto now = timeline_ ? Clock::now() : Clock::time_point{};
   for (Entry*& entry : ready) {
     const std::optional<Shape>* submitted = shapes(*entry);
-    const Shape& first = *submitted[0];
-    bool same = std::all_of(submitted, submitted + size_, [&](const auto& d) { return *d == first; });
+    const bool same = entry->uniform || std::all_of(submitted, submitted + size_, [&](const auto& d) { return *d == *submitted[0]; });
     if (timeline_) {
       const std::string& name = entry_name(*entry);
       for (int r = 0; r < size_; ++r)

@@ -208,6 +208,7 @@ class Engine {
     const std::string* name = nullptr;              // the map key, for named entries
     std::uint64_t seq = 0;                          // creation order = execution order
     int present = 0;                                // ranks whose submission was applied
+    bool uniform = false;                           // a bit entry every rank sent in one cycle: all shapes are the cache's
     // Named entries only (bit entries use bit_shapes_ and bit_arrival_; see shapes(), arrivals()):
     std::vector<std::optional<Shape>> per_rank;     // what each rank submitted
     std::vector<Clock::time_point> arrival;         // when each rank's submission was applied (timeline only)
