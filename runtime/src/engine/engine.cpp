@@ -49,9 +49,39 @@ EngineConfig EngineConfig::from_environment() {
 // ---------------------------------------------------------------------------------------------
 // OpState
 
+namespace {
+
+// Completion against a waiter going to sleep is a store-buffering pattern: the completer stores
+// done_ then loads sleepers_, the waiter increments sleepers_ then loads done_; one of them must
+// see the other. Here a seq_cst fence on each side orders them (one fence per cycle for all its
+// ops). ThreadSanitizer does not model fences (GCC refuses them under -fsanitize=thread), so
+// there the accesses themselves are seq_cst instead: the same guarantee, per op.
+#if defined(__SANITIZE_THREAD__)
+#define RINGRUN_ENGINE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RINGRUN_ENGINE_TSAN 1
+#endif
+#endif
+#ifndef RINGRUN_ENGINE_TSAN
+#define RINGRUN_ENGINE_TSAN 0
+#endif
+constexpr bool kFences = !RINGRUN_ENGINE_TSAN;
+constexpr std::memory_order kDoneStore = kFences ? std::memory_order_release : std::memory_order_seq_cst;
+constexpr std::memory_order kDoneLoad = kFences ? std::memory_order_acquire : std::memory_order_seq_cst;
+constexpr std::memory_order kSleepersLoad = kFences ? std::memory_order_relaxed : std::memory_order_seq_cst;
+
+void full_fence() {
+#if !RINGRUN_ENGINE_TSAN
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+}  // namespace
+
 void OpState::complete(int code, std::string message) {
   if (!complete_quietly(code, std::move(message))) return;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  full_fence();
   wake_sleepers();
 }
 
@@ -59,14 +89,14 @@ bool OpState::complete_quietly(int code, std::string message) {
   if (done_.load(std::memory_order_relaxed)) return false;
   code_ = code;
   if (!message.empty()) message_ = std::move(message);
-  done_.store(true, std::memory_order_release);
+  done_.store(true, kDoneStore);
   return true;
 }
 
 void OpState::wake_sleepers() {
   // After a seq_cst fence that follows the store of done_, against the sleeper's increment, fence,
   // then load: either it sees done_ or this sees it sleeping.
-  if (sleepers_.load(std::memory_order_relaxed) > 0) done_.notify_all();
+  if (sleepers_.load(kSleepersLoad) > 0) done_.notify_all();
 }
 
 int OpState::wait() {
@@ -96,8 +126,8 @@ int OpState::wait() {
   }
   if (!done_.load(std::memory_order_acquire)) {
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    while (!done_.load(std::memory_order_acquire)) done_.wait(false, std::memory_order_acquire);
+    full_fence();
+    while (!done_.load(kDoneLoad)) done_.wait(false, kDoneLoad);
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
   return code_;
@@ -1040,7 +1070,7 @@ void Engine::complete_ok(LocalOp& op) {
 
 void Engine::hand_over_finished() {
   if (!completed_quietly_.empty()) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    full_fence();
     for (auto& state : completed_quietly_) state->wake_sleepers();
     completed_quietly_.clear();
   }
