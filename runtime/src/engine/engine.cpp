@@ -221,7 +221,6 @@ std::size_t next_inline_area(std::size_t area, std::size_t wanted, std::size_t c
   return area;
 }
 
-
 // A slot count of the listed form follows what the ranks wanted, as the inline area does: at
 // once up to a power of two, down by halves once four times more than anyone wants.
 std::size_t next_index_slots(std::size_t slots, std::size_t wanted, std::size_t capacity) {
@@ -746,11 +745,6 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     op.device = cuda && r.kind == Collective::allreduce && core::locate_buffer(r.recv).device;
     op.bit = bit;
   }
-  // Inline data: every small allreduce pending here whose name the cache holds as described puts
-  // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
-  // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
-  // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
-  // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
   // Listed: as many submitted bits as there are slots; the rest in the payload.
   const std::size_t listed = std::min(listed_bits_.size(), layout.slots);
   for (std::size_t i = 0; i < listed; ++i)
@@ -760,6 +754,11 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     payload.u32(static_cast<std::uint32_t>(listed_bits_.size() - listed));
     for (std::size_t i = listed; i < listed_bits_.size(); ++i) payload.u32(listed_bits_[i]);
   }
+  // Inline data: every small allreduce pending here whose name the cache holds as described puts
+  // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
+  // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
+  // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
+  // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
   std::size_t listed_inline = 0;
   std::size_t wanted = 0;
   std::size_t wanted_indices = cached_count;
