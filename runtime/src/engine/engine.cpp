@@ -190,6 +190,13 @@ std::uint32_t load_u32(const std::byte* at) {
   return v;
 }
 
+// A cache bit read from a peer's record: one the cache has, or the records are corrupt.
+std::size_t checked_bit(std::uint32_t bit, std::size_t cache_entries) {
+  if (bit >= cache_entries)
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: a negotiation record names cache bit {} of {}", bit, cache_entries));
+  return bit;
+}
+
 // Calls f(bit) for every set bit of a bit vector of `bits` bits stored in (bits + 7) / 8 bytes,
 // in increasing order, a 64-bit word at a time (a step of a thousand cached names is a few
 // hundred nanoseconds here, not a lookup per name). skip: words of bits to leave out, or null.
@@ -345,6 +352,7 @@ Engine::Engine(core::Communicator& comm, EngineConfig config)
       shutdown_seen_(static_cast<std::size_t>(comm.size()), false), driver_(new_cycle_driver()),
       inline_capacity_(config_.inline_bytes / kInlineAlign * kInlineAlign) {
   driver_->engine = this;
+  index_slots_ = kMinIndexSlots;
   bit_entries_.reserve(std::min<std::size_t>(config_.cache_capacity, 4096));
   if (rank_ == 0 && !config_.timeline_filename.empty()) timeline_ = std::make_unique<Timeline>(config_.timeline_filename);
   thread_ = std::thread([this] { loop(); });
@@ -870,11 +878,9 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     const std::uint32_t count = inline_bits ? load_u32(fixed + kListedInlineAt) : submitted;
     const std::byte* list = fixed + kFixedHeaderBytes + (inline_bits ? submitted : 0) * sizeof(std::uint32_t);
     for (std::uint32_t i = 0; i < count; ++i) {
-      const std::uint32_t bit = load_u32(list + i * sizeof(std::uint32_t));
-      if (bit >= cache_entries)
-        throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: a negotiation record lists cache bit {} of {}", bit, cache_entries));
+      const std::size_t bit = checked_bit(load_u32(list + i * sizeof(std::uint32_t)), cache_entries);
       if (skip && (skip[bit / 64] >> (bit % 64) & 1)) continue;
-      f(std::size_t{bit});
+      f(bit);
     }
   };
   everyone_bits_.assign(words, 0);
@@ -952,9 +958,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
       } else if (type == kRecordCachedBits) {
         // Cache bits that did not fit this rank's list.
         for (std::uint32_t n = reader.u32(); n > 0; --n) {
-          const std::uint32_t bit = reader.u32();
-          if (bit >= cache_entries)
-            throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: a negotiation record names cache bit {} of {}", bit, cache_entries));
+          const std::size_t bit = checked_bit(reader.u32(), cache_entries);
           apply_shape(bit_entries_[bit], r, cache_[bit].shape, now);
         }
       } else if (type == kRecordStallFailure) {

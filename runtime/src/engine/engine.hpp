@@ -326,7 +326,7 @@ class Engine {
   std::vector<int> inline_ranks_;
   std::vector<int> inline_touched_;
   std::size_t inline_area_ = 0;                          // inline bytes per record this cycle; the same on every rank
-  std::size_t index_slots_ = 8;                          // cache indices a listed record holds; the same on every rank
+  std::size_t index_slots_ = 0;                          // cache indices a listed record holds; the same on every rank
   std::vector<std::uint32_t> listed_bits_;               // this cycle: cache bits this rank submits (listed records)
   std::vector<int> bit_counts_;                          // by cache bit: ranks that listed it (zero between cycles)
   std::vector<std::pair<int, const LocalOp*>> inline_candidates_;
