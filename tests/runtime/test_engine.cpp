@@ -758,6 +758,62 @@ TEST_CASE("engine: lone small ops complete from the records on some ranks and th
   }
 }
 
+TEST_CASE("engine: routed synchronous calls have cache room of their own; a step that fills the cache keeps its bits") {
+  // A step of exactly cache_capacity names, with a barrier and a loss reduction between steps as
+  // the C API routes them (OpRequest::routed): were the routed names in the same room, each step
+  // would evict a gradient's entry, describe it in full again and give it another bit, out of
+  // memory order (so adjacent tensors no longer fuse into one span).
+  constexpr int kRanks = 2, kNames = 16, kSteps = 40, kWarmSteps = 9;
+  std::atomic<int> wrong{0};
+  std::vector<engine::EngineStats> before(kRanks), after(kRanks);
+  test::run_ranks(kRanks, Placement::one_host, [&](int rank, Communicator& comm) {
+    EngineConfig config = quick_config();
+    config.cache_capacity = kNames;
+    Engine engine(comm, config);
+    std::vector<float> in(kNames * 8, static_cast<float>(rank + 1)), out(in.size());
+    int routed_calls = 0;
+    auto routed = [&](Collective kind) {
+      SumOp op(std::string(kind == Collective::barrier ? "ringrun_barrier#" : "ringrun_allreduce#") +
+                   std::to_string(routed_calls++ % engine::kRoutedNamesPerCall), 1, rank);
+      op.request.kind = kind;
+      if (kind == Collective::barrier) op.request.count = 0;
+      op.request.routed = true;
+      if (engine.submit(op.request)->wait() != RINGRUN_OK) ++wrong;
+      if (kind != Collective::barrier && !op.right(kRanks)) ++wrong;
+    };
+    for (int step = 0; step < kSteps; ++step) {
+      // By now every routed name has been described once (kRoutedNamesPerCall, two calls a step).
+      if (step == kWarmSteps) before[static_cast<std::size_t>(rank)] = engine.stats();
+      std::vector<std::shared_ptr<OpState>> states;
+      for (int k = 0; k < kNames; ++k) {
+        OpRequest request;
+        request.name = "grad." + std::to_string(k);
+        request.send = in.data() + k * 8;
+        request.recv = out.data() + k * 8;
+        request.count = 8;
+        states.push_back(engine.submit(request));
+      }
+      for (auto& state : states)
+        if (state->wait() != RINGRUN_OK) ++wrong;
+      if (std::any_of(out.begin(), out.end(), [](float v) { return v != 3.0f; })) ++wrong;
+      routed(Collective::barrier);
+      routed(Collective::allreduce);
+    }
+    engine.shutdown();
+    after[static_cast<std::size_t>(rank)] = engine.stats();
+  });
+  CHECK(wrong == 0);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const auto& b = before[static_cast<std::size_t>(rank)];
+    const auto& a = after[static_cast<std::size_t>(rank)];
+    CHECK(a.cache_evictions == 0);
+    // Every later step: each gradient as a cache bit, and one fused allreduce over one span
+    // (the tensors are adjacent and keep their bits in order).
+    CHECK(a.described_submissions - b.described_submissions == 0);
+    CHECK(a.fused_allreduces - b.fused_allreduces == kSteps - kWarmSteps);
+  }
+}
+
 TEST_CASE("engine: a name can be submitted again as soon as its wait returns; made-up names do not accumulate") {
   // The pending flag of a name is cleared before its op completes: a thread that sees the op done
   // and submits the name again at once must not be told it is still pending.

@@ -169,6 +169,8 @@ struct RecordLayout {
 namespace {
 
 enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2, kRecordCachedBits = 3 };
+// A description's cache byte: which room of the response cache the name takes, if any.
+enum CacheRoom : std::uint8_t { kCacheNone = 0, kCacheProgram = 1, kCacheRouted = 2 };
 enum Flags : std::uint8_t { kFlagShutdown = 1, kFlagPending = 2 };
 // u32 payload bytes, u8 flags, 3 spare, u32 inline bytes this rank would have sent, u32 cache
 // indices it would have listed, then (listed records only) u32 submitted bits listed and u32
@@ -442,6 +444,7 @@ void Engine::shutdown() {
   bit_arrival_ = {};
   cache_ = {};
   cache_index_.clear();
+  routed_cached_ = 0;
   inline_sources_ = {};
 }
 
@@ -729,7 +732,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   const bool cuda = !fresh.empty() && cuda_driver_loaded();
   for (auto& op : fresh) {
     const OpRequest& r = op.request;
-    const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable};
+    const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};
     int& hint = op.name_state->bit_hint;
     if (hint < 0 || static_cast<std::size_t>(hint) >= cache_entries || cache_[static_cast<std::size_t>(hint)].name != r.name) {
       auto cached = cache_index_.find(r.name);
@@ -746,7 +749,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
       payload.u8(static_cast<std::uint8_t>(shape.kind));
       payload.u8(static_cast<std::uint8_t>(shape.dtype));
       payload.u8(static_cast<std::uint8_t>(shape.op));
-      payload.u8(shape.cacheable ? 1 : 0);
+      payload.u8(shape.cacheable ? (shape.routed ? kCacheRouted : kCacheProgram) : kCacheNone);
       payload.u32(static_cast<std::uint32_t>(shape.root));
       payload.u64(shape.count);
     }
@@ -850,7 +853,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
       throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: rank {}'s negotiation record lists more than {} cache bits", r, layout.slots));
   }
   inline_area_ = next_inline_area(inline_area_, max_wanted, inline_capacity_);
-  index_slots_ = next_index_slots(index_slots_, max_indices, config_.cache_capacity);
+  index_slots_ = next_index_slots(index_slots_, max_indices, config_.cache_capacity + kRoutedCacheEntries);
   if (max_payload > 0) {
     padded_payload_.assign(max_payload, std::byte{0});
     std::copy(payload.bytes().begin(), payload.bytes().end(), padded_payload_.begin());
@@ -951,7 +954,10 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
         d.kind = static_cast<Collective>(reader.u8());
         d.dtype = static_cast<ringrun_dtype>(reader.u8());
         d.op = static_cast<ringrun_op>(reader.u8());
-        d.cacheable = reader.u8() != 0;
+        const std::uint8_t cache_room = reader.u8();
+        if (cache_room > kCacheRouted) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: unknown cache room in a negotiation record");
+        d.cacheable = cache_room != kCacheNone;
+        d.routed = cache_room == kCacheRouted;
         d.root = static_cast<std::int32_t>(reader.u32());
         d.count = reader.u64();
         apply_shape(entry_for_name(name, now), r, d, now);
@@ -1133,7 +1139,11 @@ void Engine::update_cache(Entry& entry, const Shape& shape) {
     const auto bit = static_cast<std::size_t>(entry.bit);
     // A changed shape was described in full by every rank that changed it. (Compared first: in
     // the steady state nothing changes, and the cache line stays clean.)
-    if (!(cache_[bit].shape == shape)) cache_[bit].shape = shape;
+    if (!(cache_[bit].shape == shape)) {
+      // (A program that names an async op like a routed call moves the entry between rooms.)
+      if (cache_[bit].shape.routed != shape.routed) routed_cached_ = shape.routed ? routed_cached_ + 1 : routed_cached_ - 1;
+      cache_[bit].shape = shape;
+    }
     cache_used_[bit] = cycle_number_;
     return;
   }
@@ -1144,20 +1154,25 @@ void Engine::update_cache(Entry& entry, const Shape& shape) {
 void Engine::insert_into_cache(Description description) {
   const std::string& name = description.name;
   const Shape& shape = description.shape;
-  if (cache_.size() < config_.cache_capacity) {
+  // Two rooms: the program's names (cache_capacity) and the routed synchronous calls'
+  // (kRoutedCacheEntries); a name only ever displaces one of its own room.
+  if (shape.routed ? routed_cached_ < kRoutedCacheEntries : cache_.size() - routed_cached_ < config_.cache_capacity) {
     cache_index_.emplace(name, cache_.size());
     cache_.push_back(Description{name, shape});
     cache_used_.push_back(cycle_number_);
+    if (shape.routed) ++routed_cached_;
     grow_bit_tables();
     return;
   }
-  // Full: the least recently used entry (the lowest bit among equals) makes room, as in Horovod's
-  // response cache; never one whose name is pending (its bits already went out). Every rank
-  // completes the same ops in the same cycles, so every rank evicts the same entry and the bits
-  // keep their meaning everywhere.
+  // Full: the least recently used entry of the room (the lowest bit among equals) makes room, as
+  // in Horovod's response cache; never one whose name is pending (its bits already went out).
+  // Every rank completes the same ops in the same cycles, so every rank evicts the same entry and
+  // the bits keep their meaning everywhere.
   std::size_t victim = cache_.size();
   for (std::size_t bit = 0; bit < cache_.size(); ++bit)
-    if (bit_entries_[bit].present == 0 && (victim == cache_.size() || cache_used_[bit] < cache_used_[victim])) victim = bit;
+    if (cache_[bit].shape.routed == shape.routed && bit_entries_[bit].present == 0 &&
+        (victim == cache_.size() || cache_used_[bit] < cache_used_[victim]))
+      victim = bit;
   if (victim == cache_.size()) return;
   cache_index_.erase(cache_[victim].name);
   cache_index_.emplace(name, victim);

@@ -87,10 +87,20 @@ struct OpRequest {
   ringrun_dtype dtype = RINGRUN_FLOAT32;
   ringrun_op op = RINGRUN_SUM;
   int root = 0;  // broadcast
-  // False for names used once (the synchronous calls routed through the engine): they never
-  // take a response-cache entry.
+  // False: the name never takes a response-cache entry.
   bool cacheable = true;
+  // A synchronous ringrun_* call routed through the running engine (names "ringrun_barrier#3"
+  // and so on, kRoutedNamesPerCall per call, reused in turn). They have cache room of their own
+  // (kRoutedCacheEntries, beyond cache_capacity): a program whose step fills the cache exactly
+  // would otherwise lose a gradient's entry to every barrier or loss reduction between steps,
+  // describe it in full the next step and get it back under another bit, out of memory order.
+  bool routed = false;
 };
+
+// How many names each synchronous call (ringrun_allreduce, _broadcast, _allgather, _barrier)
+// rotates through while the engine runs, and the cache entries kept for all of them.
+inline constexpr std::size_t kRoutedNamesPerCall = 16;
+inline constexpr std::size_t kRoutedCacheEntries = 4 * kRoutedNamesPerCall;
 
 // The completion of one submitted op: shared by the engine and whoever waits.
 // Counters of what the engine did, for tests and benchmarks.
@@ -179,6 +189,7 @@ class Engine {
     std::int32_t root = 0;
     std::uint64_t count = 0;
     bool cacheable = true;
+    bool routed = false;  // OpRequest::routed: which room of the cache it takes
 
     bool operator==(const Shape&) const = default;
     std::string describe() const;  // "allreduce float32 sum of 10"
@@ -318,6 +329,7 @@ class Engine {
   std::uint64_t next_entry_seq_ = 0;
   std::vector<Description> cache_;                       // by cache bit
   std::vector<std::uint64_t> cache_used_;                // by cache bit: the cycle it last completed an op (LRU)
+  std::size_t routed_cached_ = 0;                        // entries of cache_ whose shape is routed
   std::unordered_map<std::string, std::size_t> cache_index_;
   std::uint64_t cycle_number_ = 0;                       // cycles run; the same on every rank
   // Inline data of this cycle's records: per bit and rank a pointer into the records, and per bit

@@ -45,7 +45,6 @@ std::vector<std::unique_ptr<Engine>>& stopped_engines() {
   return engines;
 }
 std::atomic<std::uint64_t> g_synchronous_calls{0};  // names the synchronous calls routed through the engine
-constexpr std::uint64_t kSynchronousNames = 16;
 
 core::Communicator& require_communicator(const char* what) {
   core::Communicator* comm = core::process_communicator();
@@ -100,7 +99,8 @@ int synchronous_collective(const char* what, const OpRequest& request) {
   // rotation only has to outlast the synchronous calls in flight at once (one per thread).
   auto submit_named = [&](Engine& engine) {
     OpRequest named = request;
-    named.name = fmt::format("{}#{}", what, g_synchronous_calls.fetch_add(1, std::memory_order_relaxed) % kSynchronousNames);
+    named.name = fmt::format("{}#{}", what, g_synchronous_calls.fetch_add(1, std::memory_order_relaxed) % kRoutedNamesPerCall);
+    named.routed = true;
     return engine.submit(std::move(named));
   };
   try {
