@@ -193,7 +193,7 @@ TEST_CASE("engine: shuffled named ops from several threads per rank equal the se
       for (std::size_t k = 0; k < specs.size(); ++k) buffers[k] = make_buffers(specs[k], k, rank, kRanks);
       // Steps of 100 ops (a training step's gradients): each rank's threads submit the step's ops in
       // this rank's shuffled order, then wait for them before the next step.
-      std::vector<std::shared_ptr<OpState>> states(specs.size());
+      std::vector<engine::OpRef> states(specs.size());
       constexpr std::size_t kStep = 100;
       for (std::size_t begin = 0; begin < specs.size(); begin += kStep) {
         std::vector<std::size_t> ids;  // the same ids on every rank, each rank in its own order
@@ -250,7 +250,7 @@ TEST_CASE("engine: steady state negotiates through the response cache, and fp16 
     Engine engine(comm, config);
     for (int step = 0; step < 5; ++step) {
       std::vector<Buffers> buffers;
-      std::vector<std::shared_ptr<OpState>> states;
+      std::vector<engine::OpRef> states;
       for (std::size_t k = 0; k < specs.size(); ++k) buffers.push_back(make_buffers(specs[k], k, rank, kRanks));
       for (std::size_t j = 0; j < specs.size(); ++j) {
         std::size_t k = (j * 17 + static_cast<std::size_t>(rank) * 5 + static_cast<std::size_t>(step)) % specs.size();
@@ -294,7 +294,7 @@ TEST_CASE("engine: small cached allreduces complete from the negotiation records
         for (std::size_t k = 0; k < specs.size(); ++k)
           if ((k + static_cast<std::size_t>(step)) % 2 == 0 || k < 4) ids.push_back(k);
         std::vector<Buffers> buffers(specs.size());
-        std::vector<std::shared_ptr<OpState>> states(specs.size());
+        std::vector<engine::OpRef> states(specs.size());
         for (std::size_t k : ids) buffers[k] = make_buffers(specs[k], k, rank, kRanks);
         std::mt19937 rng(static_cast<unsigned>(step * 7 + rank));
         std::shuffle(ids.begin(), ids.end(), rng);
@@ -341,7 +341,7 @@ TEST_CASE("engine: tensors of at least unfused_min_bytes run on their own buffer
     config.inline_bytes = 0;         // every op through a collective
     Engine engine(comm, config);
     std::vector<std::vector<float>> in, out;
-    std::vector<std::shared_ptr<OpState>> states;
+    std::vector<engine::OpRef> states;
     for (int k = 0; k < 8; ++k) {
       const std::size_t count = k % 2 ? 100 : 10;  // 400 bytes alone, 40 bytes fused
       in.emplace_back(count, static_cast<float>(rank + k));
@@ -398,7 +398,7 @@ TEST_CASE("engine: tensors adjacent in memory fuse as one span; ranks with other
         // names in bit order (whatever order later steps submit them in), which is memory order.
         std::mt19937 rng(static_cast<unsigned>(step * 10 + rank));
         if (step > 0) std::shuffle(order.begin(), order.end(), rng);
-        std::vector<std::shared_ptr<OpState>> states(kTensors);
+        std::vector<engine::OpRef> states(kTensors);
         for (std::size_t k : order) {
           std::fill_n(send_of(k), kCount, static_cast<float>(rank + 1 + static_cast<int>(k) + step));
           OpRequest r;
@@ -515,7 +515,7 @@ TEST_CASE("engine: the timeline is valid JSON after every flush and holds an eve
     config.timeline_mark_cycles = true;
     Engine engine(comm, config);
     std::vector<std::vector<float>> bufs(names.size(), std::vector<float>(16, 1.0f));
-    std::vector<std::shared_ptr<OpState>> states;
+    std::vector<engine::OpRef> states;
     for (std::size_t k = 0; k < names.size(); ++k) {
       OpRequest r;
       r.name = names[k];
@@ -638,7 +638,7 @@ TEST_CASE("engine: a pending cached name keeps its bit while new names evict oth
     };
     for (const char* name : {"a", "b", "c", "d"}) run(name);
     SumOp a("a", 8, rank);
-    std::shared_ptr<OpState> pending;
+    engine::OpRef pending;
     if (rank == 0) pending = engine.submit(a.request);  // goes out as cache bit, then waits for rank 1
     for (int k = 0; k < 6; ++k) run("new." + std::to_string(k));
     if (rank == 1) pending = engine.submit(a.request);
@@ -684,7 +684,7 @@ TEST_CASE("engine: with many cached names a few per cycle go as index lists; a b
       std::vector<SumOp> ops;
       ops.reserve(kNames);
       for (int k : order) ops.emplace_back("many." + std::to_string(k), count_of(k), rank);
-      std::vector<std::shared_ptr<OpState>> states;
+      std::vector<engine::OpRef> states;
       for (auto& op : ops) states.push_back(engine.submit(op.request));
       for (std::size_t i = 0; i < ops.size(); ++i)
         if (states[i]->wait() != RINGRUN_OK || !ops[i].right(kRanks)) ++wrong;
@@ -784,7 +784,7 @@ TEST_CASE("engine: routed synchronous calls have cache room of their own; a step
     for (int step = 0; step < kSteps; ++step) {
       // By now every routed name has been described once (kRoutedNamesPerCall, two calls a step).
       if (step == kWarmSteps) before[static_cast<std::size_t>(rank)] = engine.stats();
-      std::vector<std::shared_ptr<OpState>> states;
+      std::vector<engine::OpRef> states;
       for (int k = 0; k < kNames; ++k) {
         OpRequest request;
         request.name = "grad." + std::to_string(k);
@@ -812,6 +812,44 @@ TEST_CASE("engine: routed synchronous calls have cache room of their own; a step
     CHECK(a.described_submissions - b.described_submissions == 0);
     CHECK(a.fused_allreduces - b.fused_allreduces == kSteps - kWarmSteps);
   }
+}
+
+TEST_CASE("engine: completion states are recycled whoever lets go last, on any thread") {
+  // An OpState has two holders, the submitter and the engine; the second to let go recycles it
+  // into its own thread's free list. Here submitters drop some refs before the op is done (the
+  // engine, on the background thread or a waiter, lets go last), wait on others from another
+  // thread than the one that submitted, and exit while their free lists hold states (drained at
+  // thread exit). Under the sanitizer build this is where a use after free or a leak would show.
+  constexpr int kRanks = 2, kThreads = 3, kRounds = 200;
+  std::atomic<int> wrong{0};
+  test::run_ranks(kRanks, Placement::one_host, [&](int rank, Communicator& comm) {
+    Engine engine(comm, quick_config());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < kRounds; ++round) {
+          const std::string prefix = "recycle." + std::to_string(t) + ".";
+          SumOp dropped(prefix + "dropped", 4, rank), kept(prefix + "kept", 4, rank);
+          engine.submit(dropped.request).reset();  // let go at once: the engine recycles it
+          engine::OpRef op = engine.submit(kept.request);
+          // Waited for (and let go) on a thread that did not submit it.
+          std::thread([&] {
+            if (op->wait() != RINGRUN_OK) ++wrong;
+            op.reset();
+          }).join();
+          if (!kept.right(kRanks)) ++wrong;
+          // Every rank submitted the dropped op before this one, so it became ready no later and
+          // ran first: done once this wait returns (and before its buffers go out of scope).
+          SumOp after(prefix + "after", 2, rank);
+          if (engine.submit(after.request)->wait() != RINGRUN_OK || !after.right(kRanks)) ++wrong;
+          if (!dropped.right(kRanks)) ++wrong;
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    engine.shutdown();
+  });
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("engine: a name can be submitted again as soon as its wait returns; made-up names do not accumulate") {
@@ -843,7 +881,7 @@ TEST_CASE("engine: a name can be submitted again as soon as its wait returns; ma
     for (int batch = 0; batch < 60; ++batch) {
       std::vector<SumOp> ops;
       ops.reserve(100);
-      std::vector<std::shared_ptr<OpState>> states;
+      std::vector<engine::OpRef> states;
       for (int k = 0; k < 100; ++k) ops.emplace_back("once." + std::to_string(batch * 100 + k), 3, rank);
       for (auto& op : ops) states.push_back(engine.submit(op.request));
       for (std::size_t k = 0; k < ops.size(); ++k)

@@ -79,6 +79,83 @@ void full_fence() {
 
 }  // namespace
 
+namespace {
+
+// A thread's recycled states, last in first out. Plain thread-locals (no destructor of their own,
+// so a state let go during the thread's or the process's exit still finds them); a closer drains
+// the list when the thread exits and marks it closed: later states are deleted at once.
+struct FreeStates {
+  OpState* head = nullptr;
+  std::size_t count = 0;
+  bool closed = false;
+  bool closer_armed = false;
+};
+thread_local FreeStates t_free_states;
+// A thread that only ever lets go last (a background thread completing ops nobody waits for
+// first) would otherwise hoard them.
+constexpr std::size_t kMaxFreeStates = 4096;
+
+}  // namespace
+
+struct OpStateFreeList {
+  static void drain(FreeStates& list) {
+    while (OpState* state = list.head) {
+      list.head = state->next_free_;
+      delete state;
+    }
+    list.count = 0;
+  }
+  static void push(OpState* state);
+  ~OpStateFreeList() {
+    drain(t_free_states);
+    t_free_states.closed = true;
+  }
+};
+
+namespace {
+thread_local OpStateFreeList t_free_states_closer;
+}  // namespace
+
+void OpStateFreeList::push(OpState* state) {
+  FreeStates& list = t_free_states;
+  if (list.closed || list.count >= kMaxFreeStates) {
+    delete state;
+    return;
+  }
+  if (!list.closer_armed) {
+    list.closer_armed = true;
+    (void)&t_free_states_closer;  // constructs it: its destructor runs at this thread's exit
+  }
+  state->next_free_ = list.head;
+  list.head = state;
+  ++list.count;
+}
+
+std::pair<OpRef, OpRef> OpState::create(CycleDriver* driver) {
+  FreeStates& list = t_free_states;
+  OpState* state = list.head;
+  if (state) {
+    list.head = state->next_free_;
+    --list.count;
+  } else {
+    state = new OpState;
+  }
+  state->driver_ = driver;
+  return {OpRef::adopt(state), OpRef::adopt(state)};
+}
+
+void OpState::let_go() {
+  // The first party only says so; the second then knows the first is done with the state (the
+  // exchange is acq_rel) and recycles it, as new.
+  if (!let_go_.exchange(true, std::memory_order_acq_rel)) return;
+  done_.store(false, std::memory_order_relaxed);
+  let_go_.store(false, std::memory_order_relaxed);
+  sleepers_.store(0, std::memory_order_relaxed);
+  code_ = 0;
+  message_.clear();
+  OpStateFreeList::push(this);
+}
+
 void OpState::complete(int code, std::string message) {
   if (!complete_quietly(code, std::move(message))) return;
   full_fence();
@@ -367,7 +444,12 @@ Engine::~Engine() {
   }
 }
 
-std::shared_ptr<OpState> Engine::submit(OpRequest request) {
+void Engine::throw_pending(const std::string& name) const {
+  throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                     fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
+}
+
+OpRef Engine::submit(OpRequest request) {
   const std::string& name = request.name;
   check_argument(!name.empty(), name, "an op needs a non-empty name");
   check_argument(core::valid_dtype(request.dtype), name, "unknown dtype");
@@ -380,31 +462,42 @@ std::shared_ptr<OpState> Engine::submit(OpRequest request) {
   if (request.kind == Collective::broadcast && (request.root < 0 || request.root >= size_))
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("tensor '{}': broadcast root {} is not a rank (size {})", name, request.root, size_));
-  auto state = std::make_shared<OpState>(driver_);
+  auto [engine_hold, state] = OpState::create(driver_);
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
     if (broken_code_) throw RuntimeError(broken_code_, fmt::format("tensor '{}': {}", name, broken_message_));
     if (shutdown_requested_ || stopped_)
       throw RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, fmt::format("tensor '{}': the engine is shut down (ringrun_finalize)", name));
-    auto [it, created] = local_names_.try_emplace(name, true);
-    if (!created) {
-      if (it->second.pending.load(std::memory_order_acquire))
-        throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
-                           fmt::format("tensor '{}': an op of that name is already pending on rank {}", name, rank_));
-      it->second.pending.store(true, std::memory_order_relaxed);
+    NameState* node = last_submitted_ ? last_submitted_->next : nullptr;
+    if (node && *node->key == name) {
+      if (node->pending.load(std::memory_order_acquire)) throw_pending(name);
+      node->pending.store(true, std::memory_order_relaxed);
+    } else {
+      auto [it, created] = local_names_.try_emplace(name, true);
+      node = &it->second;
+      if (created) {
+        node->key = &it->first;
+      } else {
+        if (node->pending.load(std::memory_order_acquire)) throw_pending(name);
+        node->pending.store(true, std::memory_order_relaxed);
+      }
+      if (last_submitted_) last_submitted_->next = node;
     }
+    last_submitted_ = node;
     const std::size_t pending = ++local_names_submitted_ - local_names_completed_.load(std::memory_order_relaxed);
     // Programs that make up new names all the time would otherwise grow the map without bound.
-    if (local_names_.size() > 4 * pending + 4096)
+    // (node stays: its flag is set; the others' next links may dangle, so all are dropped.)
+    if (local_names_.size() > 4 * pending + 4096) {
       std::erase_if(local_names_, [](auto& kv) { return !kv.second.pending.load(std::memory_order_acquire); });
-    // (it is still valid: its flag is set)
+      for (auto& kv : local_names_) kv.second.next = nullptr;
+    }
     // Only the first submission of a batch can need a wake-up (one per step, not one per
     // tensor), and only when the background thread sleeps longer than a batch window: while ops
     // flow it looks every batch window by itself, and a wake-up costs more than a small op. (No
     // clock read here: the thread times the batch from when it first sees it.)
     if (submitted_.empty()) wake = thread_sleeps_long_;
-    submitted_.emplace_back(std::move(request), state, &it->second);  // (a constructor: no zero fill first)
+    submitted_.emplace_back(std::move(request), std::move(engine_hold), node);  // (a constructor: no zero fill first)
     has_submitted_.store(true, std::memory_order_relaxed);
   }
   if (wake) wake_.notify_one();
@@ -432,6 +525,7 @@ void Engine::shutdown() {
   {
     std::lock_guard lock(mutex_);
     local_names_.clear();
+    last_submitted_ = nullptr;
   }
   fusion_buffer_ = {};
   mine_ = {};
@@ -439,7 +533,7 @@ void Engine::shutdown() {
   all_payload_ = {};
   padded_payload_ = {};
   named_entries_.clear();
-  bit_entries_ = {};
+  bit_entries_ = std::vector<Entry>();
   bit_shapes_ = {};
   bit_arrival_ = {};
   cache_ = {};

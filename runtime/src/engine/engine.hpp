@@ -37,6 +37,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/communicator.hpp"
@@ -128,10 +129,16 @@ struct CycleDriver {
   std::atomic<int> waiters{0};   // threads in OpState::wait() running cycles: the background thread stands back
 };
 
+class OpRef;
+struct OpStateFreeList;
+
+// The completion of one submitted op. Exactly two parties hold it: whoever submitted it (an
+// OpRef, or the C API's handle) and the engine (until the op is done and its sleepers woken);
+// the second to let go recycles it (OpRef::reset). Recycled states go to a free list of the
+// releasing thread, so a training loop's submissions reuse the last step's states: no malloc, no
+// free, and no reference count beyond one exchange per party.
 class OpState {
  public:
-  OpState() = default;
-  explicit OpState(CycleDriver* driver) : driver_(driver) {}
   // The first call counts. Called by whoever runs the engine's cycle (under CycleDriver::mutex),
   // so calls never race each other.
   void complete(int code, std::string message);
@@ -143,20 +150,54 @@ class OpState {
   bool done() const { return done_.load(std::memory_order_acquire); }
   int code() const;           // valid once done()
   std::string message() const;  // "" on success; valid once done()
-  // The C API's handle is the OpState: it holds a reference to itself from submission until the
-  // wait takes it back.
-  void hold(std::shared_ptr<OpState> self) { self_ = std::move(self); }
-  std::shared_ptr<OpState> release() { return std::move(self_); }
+
+  // A new state for an op of the engine that driver runs, with its two references.
+  static std::pair<OpRef, OpRef> create(CycleDriver* driver);
 
  private:
+  friend class OpRef;
+  friend struct OpStateFreeList;
+  OpState() = default;
+  void let_go();  // one party is done with it: the second recycles it
+
   // No mutex: a step completes a thousand of these, and each is a store; the futex wake happens
   // only for a thread that sleeps (the waiting thread is usually the one completing them).
   std::atomic<bool> done_{false};     // code_ and message_ are written
+  std::atomic<bool> let_go_{false};   // one of the two parties let go
   std::atomic<int> sleepers_{0};      // threads blocked in wait() on done_
   int code_ = 0;
-  std::string message_;
   CycleDriver* driver_ = nullptr;  // lives as long as the process (new_cycle_driver)
-  std::shared_ptr<OpState> self_;
+  std::string message_;
+  OpState* next_free_ = nullptr;   // in a thread's free list
+};
+
+// One party's hold on an OpState: move-only; lets go when reset or destroyed.
+class OpRef {
+ public:
+  OpRef() = default;
+  OpRef(OpRef&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  OpRef& operator=(OpRef&& other) noexcept {
+    if (this != &other) {
+      reset();
+      state_ = std::exchange(other.state_, nullptr);
+    }
+    return *this;
+  }
+  ~OpRef() { reset(); }
+  OpState* operator->() const { return state_; }
+  OpState& operator*() const { return *state_; }
+  OpState* get() const { return state_; }
+  explicit operator bool() const { return state_ != nullptr; }
+  void reset() {
+    if (state_) std::exchange(state_, nullptr)->let_go();
+  }
+  // The C API's handle: the raw state, to be adopted back by the wait.
+  OpState* release() { return std::exchange(state_, nullptr); }
+  static OpRef adopt(OpState* state) { return OpRef(state); }
+
+ private:
+  explicit OpRef(OpState* state) : state_(state) {}
+  OpState* state_ = nullptr;
 };
 
 class Engine {
@@ -170,7 +211,7 @@ class Engine {
 
   // Queues an op; thread-safe. Throws RuntimeError for a bad argument, a name already pending on
   // this rank, or an engine that is shut down or broken.
-  std::shared_ptr<OpState> submit(OpRequest request);
+  OpRef submit(OpRequest request);
 
   // Collective (every rank calls it): ops still pending here or on any rank complete with an
   // error, the thread joins once every rank has asked to shut down. Idempotent.
@@ -206,11 +247,16 @@ class Engine {
     // before use: a step's thousand names are then found without a lookup by name. Only whoever
     // runs the cycle touches it, and only while the name is pending (the node cannot go away).
     int bit_hint = -1;
+    // Submission side (under mutex_): the node's key, and the name submitted after this one last
+    // time. A step submits its names in the same order every time, so the next name is usually
+    // found by one comparison instead of a hash lookup.
+    const std::string* key = nullptr;
+    NameState* next = nullptr;
   };
   struct LocalOp {
-    LocalOp(OpRequest r, std::shared_ptr<OpState> s, NameState* n) : request(std::move(r)), state(std::move(s)), name_state(n) {}
+    LocalOp(OpRequest r, OpRef s, NameState* n) : request(std::move(r)), state(std::move(s)), name_state(n) {}
     OpRequest request;
-    std::shared_ptr<OpState> state;
+    OpRef state;  // the engine's hold
     NameState* name_state = nullptr;  // its node in local_names_
     int bit = -1;                          // its cache bit when sent, or -1: a named entry
     bool device = false;  // an allreduce on device memory (NCCL, never fused or inlined)
@@ -233,13 +279,14 @@ class Engine {
     std::size_t local_at = 0;                       // its place in local_bits_ (bit entries)
   };
   struct Finished {  // failed in this cycle: handed to its OpState once the cycle is over
-    std::shared_ptr<OpState> state;
+    OpRef state;
     NameState* name_state;
     int code;
     std::string message;
   };
 
   friend class OpState;
+  [[noreturn]] void throw_pending(const std::string& name) const;
   void loop();
   // One cycle with what was submitted so far; the caller holds driver_->mutex and !finished_.
   // After an error (the communicator broke) or once every rank asked to shut down, sets finished_
@@ -300,6 +347,7 @@ class Engine {
   // The flag is cleared by the cycle without the mutex (through LocalOp::name_state): the node
   // stays until the mutex holder prunes flags that are clear.
   std::unordered_map<std::string, NameState> local_names_;
+  NameState* last_submitted_ = nullptr;  // the node of the name submitted last (see NameState::next)
   // Pending names: submissions counted under mutex_, completions by whoever runs the cycle (a
   // relaxed load and store each, no locked instruction per op).
   std::size_t local_names_submitted_ = 0;
@@ -345,7 +393,7 @@ class Engine {
   std::vector<Entry*> ready_;
   std::vector<std::uint64_t> everyone_bits_;             // this cycle: cache bits every rank sent
   std::vector<Finished> finished_ops_;
-  std::vector<std::shared_ptr<OpState>> completed_quietly_;  // this cycle: done, sleepers not yet woken
+  std::vector<OpRef> completed_quietly_;  // this cycle: done, sleepers not yet woken
   std::size_t completed_ok_ = 0;                         // this cycle, for the counters
   std::vector<LocalOp> fresh_;
   std::vector<std::byte> mine_, all_fixed_, all_payload_, padded_payload_;

@@ -11,15 +11,11 @@
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 
-// A ringrun_handle is the op's OpState itself, holding a reference to itself until ringrun_wait
-// takes it back: one allocation per op instead of two. (ringrun_handle_s is never defined.)
+// A ringrun_handle is the op's OpState itself, carrying the submitter's hold on it until
+// ringrun_wait takes it back. (ringrun_handle_s is never defined.)
 namespace {
 
-ringrun_handle to_handle(std::shared_ptr<ringrun::engine::OpState> state) {
-  ringrun::engine::OpState* raw = state.get();
-  raw->hold(std::move(state));
-  return reinterpret_cast<ringrun_handle>(raw);
-}
+ringrun_handle to_handle(ringrun::engine::OpRef state) { return reinterpret_cast<ringrun_handle>(state.release()); }
 
 ringrun::engine::OpState& from_handle(ringrun_handle handle) { return *reinterpret_cast<ringrun::engine::OpState*>(handle); }
 
@@ -104,7 +100,7 @@ int synchronous_collective(const char* what, const OpRequest& request) {
     return engine.submit(std::move(named));
   };
   try {
-    std::shared_ptr<OpState> state;
+    OpRef state;
     if (Engine* running = g_running.load(std::memory_order_acquire)) {
       state = submit_named(*running);
     } else {
@@ -191,7 +187,7 @@ int ringrun_wait(ringrun_handle handle) {
   if (!handle)
     return ringrun::core::record_error(std::make_exception_ptr(
         ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_wait: the handle is null")));
-  const std::shared_ptr<ringrun::engine::OpState> owned = from_handle(handle).release();
+  const ringrun::engine::OpRef owned = ringrun::engine::OpRef::adopt(&from_handle(handle));
   owned->wait();
   return ringrun::engine::finish(*owned);
 }
