@@ -35,6 +35,8 @@ std::mutex& process_mutex() {
 Communicator* process_communicator() { return g_runtime.communicator.get(); }
 
 int record_error(const std::exception_ptr& error) {
+  // Before the message: this thread's later clear_error() must see the flag (program order).
+  g_error_recorded.store(true, std::memory_order_relaxed);
   try {
     std::rethrow_exception(error);
   } catch (const RuntimeError& e) {
@@ -50,7 +52,7 @@ int record_error(const std::exception_ptr& error) {
   return RINGRUN_ERR_INTERNAL;
 }
 
-void clear_error() { t_last_error.clear(); }
+void clear_recorded_error() { t_last_error.clear(); }
 
 namespace {
 

@@ -538,6 +538,8 @@ void Engine::shutdown() {
   bit_arrival_ = {};
   cache_ = {};
   cache_index_.clear();
+  cache_used_ = {};
+  cache_hinted_by_ = {};
   routed_cached_ = 0;
   inline_sources_ = {};
 }
@@ -828,9 +830,10 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     const OpRequest& r = op.request;
     const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};
     int& hint = op.name_state->bit_hint;
-    if (hint < 0 || static_cast<std::size_t>(hint) >= cache_entries || cache_[static_cast<std::size_t>(hint)].name != r.name) {
+    if (hint < 0 || static_cast<std::size_t>(hint) >= cache_entries || cache_hinted_by_[static_cast<std::size_t>(hint)] != op.name_state) {
       auto cached = cache_index_.find(r.name);
       hint = cached == cache_index_.end() ? -1 : static_cast<int>(cached->second);
+      if (hint >= 0) cache_hinted_by_[static_cast<std::size_t>(hint)] = op.name_state;
     }
     const int bit = hint;
     if (bit >= 0 && cache_[static_cast<std::size_t>(bit)].shape == shape) {
@@ -1254,6 +1257,7 @@ void Engine::insert_into_cache(Description description) {
     cache_index_.emplace(name, cache_.size());
     cache_.push_back(Description{name, shape});
     cache_used_.push_back(cycle_number_);
+    cache_hinted_by_.push_back(nullptr);
     if (shape.routed) ++routed_cached_;
     grow_bit_tables();
     return;
@@ -1272,6 +1276,7 @@ void Engine::insert_into_cache(Description description) {
   cache_index_.emplace(name, victim);
   cache_[victim] = std::move(description);
   cache_used_[victim] = cycle_number_;
+  cache_hinted_by_[victim] = nullptr;
   counters_.add(counters_.cache_evictions, 1);
 }
 

@@ -378,6 +378,11 @@ class Engine {
   std::vector<Description> cache_;                       // by cache bit
   std::vector<std::uint64_t> cache_used_;                // by cache bit: the cycle it last completed an op (LRU)
   std::size_t routed_cached_ = 0;                        // entries of cache_ whose shape is routed
+  // By cache bit: the local name whose bit_hint was last found to point here (null once the bit
+  // changes hands). A hint is right when its bit still names its node: a pointer comparison per
+  // op instead of a string comparison. (A node freed and another allocated at its address starts
+  // without a hint, so a stale pointer here is never confirmed.)
+  std::vector<const NameState*> cache_hinted_by_;
   std::unordered_map<std::string, std::size_t> cache_index_;
   std::uint64_t cycle_number_ = 0;                       // cycles run; the same on every rank
   // Inline data of this cycle's records: per bit and rank a pointer into the records, and per bit
