@@ -277,11 +277,14 @@ std::vector<std::string> expand_hostlist(std::string_view list, std::size_t limi
     const auto [begin, end] = next_token(list, pos);
     if (begin >= list.size()) break;
     entries.push_back(parse_entry(list, begin, end, what));
-    total += entry_count(entries.back());
-    if (total > limit)
+    // Against the room left, not total + count: a saturated count (2^64 names or more) would
+    // wrap the sum past the check.
+    const std::uint64_t count = entry_count(entries.back());
+    if (count > limit - total)
       throw InputError(fmt::format("{}='{}' : expands to more than {} host names (entry at column {}); "
                                    "check the list or raise the limit",
                                    what, quoted(list), limit, begin + 1));
+    total += count;
     pos = end;
   }
   std::vector<std::string> names;

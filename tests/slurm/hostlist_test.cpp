@@ -163,6 +163,9 @@ TEST_CASE("the limit is checked before any name is built") {
   const std::string huge = "a[1-65536]b[1-65536]c[1-65536]d[1-65536]";
   CHECK(error_of(huge).find("expands to more than 1000000 host names") != std::string::npos);
   CHECK(error_of("x[1-60000],y[1-60000]", 100'000).find("entry at column 12") != std::string::npos);
+  // A count that saturates at 2^64 - 1 after other entries: the running total must not wrap past
+  // the check (found by fuzz_hostlist; it then tried to build all the names).
+  CHECK(error_of("a,b,c[0-65535]x[0-65535]y[0-65535]z[0-65535]", 20'000).find("entry at column 5") != std::string::npos);
 }
 
 TEST_CASE("messages stay on one line and quote long values in part") {
