@@ -672,7 +672,10 @@ void Engine::cycle_once() {
   }
   fresh_.clear();
   hand_over_finished();
-  active_.store(anyone_active_ || local_pending_ > 0);
+  // Stored only when it changes: a seq_cst store is a locked instruction, once per op on the
+  // latency path.
+  if (const bool active = anyone_active_ || local_pending_ > 0; active_.load(std::memory_order_relaxed) != active)
+    active_.store(active);
   cycles_run_.store(cycles_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (finished_) {
     {
@@ -794,11 +797,10 @@ bool Engine::complete_lone_inline(const RecordLayout& layout, std::vector<LocalO
   return true;
 }
 
-bool Engine::cuda_driver_loaded() {
+bool Engine::cuda_driver_loaded(Clock::time_point coarse) {
   if (cuda_loaded_) return true;
-  const auto now = coarse_now();
-  if (now == cuda_probed_at_) return false;
-  cuda_probed_at_ = now;
+  if (coarse == cuda_probed_at_) return false;
+  cuda_probed_at_ = coarse;
   cuda_loaded_ = core::cuda_driver_loaded();
   return cuda_loaded_;
 }
@@ -825,7 +827,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   Writer payload;
   std::size_t cached_count = 0;
   listed_bits_.clear();
-  const bool cuda = !fresh.empty() && cuda_driver_loaded();
+  const bool cuda = !fresh.empty() && cuda_driver_loaded(timeline_ ? coarse_now() : now);
   for (auto& op : fresh) {
     const OpRequest& r = op.request;
     const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};

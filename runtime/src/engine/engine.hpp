@@ -103,7 +103,6 @@ struct OpRequest {
 inline constexpr std::size_t kRoutedNamesPerCall = 16;
 inline constexpr std::size_t kRoutedCacheEntries = 4 * kRoutedNamesPerCall;
 
-// The completion of one submitted op: shared by the engine and whoever waits.
 // Counters of what the engine did, for tests and benchmarks.
 struct EngineStats {
   std::uint64_t cycles = 0;                // negotiation rounds
@@ -327,7 +326,7 @@ class Engine {
   // op's bookkeeping: a cycle asks again only once the coarse clock has moved on (a few ms). No
   // program loads the CUDA driver, creates a context and allocates device memory in that time;
   // once loaded, the answer never changes.
-  bool cuda_driver_loaded();
+  bool cuda_driver_loaded(Clock::time_point coarse);  // coarse: the cycle's coarse clock reading
 
   core::Communicator& comm_;
   const EngineConfig config_;
