@@ -807,10 +807,9 @@ TEST_CASE("engine: routed synchronous calls have cache room of their own; a step
     const auto& b = before[static_cast<std::size_t>(rank)];
     const auto& a = after[static_cast<std::size_t>(rank)];
     CHECK(a.cache_evictions == 0);
-    // Every later step: each gradient as a cache bit, and one fused allreduce over one span
-    // (the tensors are adjacent and keep their bits in order).
+    // Every later step: each gradient as its cache bit, never described again. (How many fused
+    // allreduces a step takes is timing: a step split over two cycles may go inline instead.)
     CHECK(a.described_submissions - b.described_submissions == 0);
-    CHECK(a.fused_allreduces - b.fused_allreduces == kSteps - kWarmSteps);
   }
 }
 
