@@ -668,7 +668,8 @@ TEST_CASE("engine: with many cached names a few per cycle go as index lists; a b
   // While every rank submits only a few names per cycle, the records list their cache indices
   // (a small op must not gather two bit vectors of a 500-entry cache). A burst of hundreds from
   // such short lists sends what does not fit in the payload, and the lists grow for the next
-  // cycle. Small allreduces ride inline either way.
+  // cycle. Small allreduces ride inline either way; one at a time, through the lone op's own
+  // record writer (checked against the general one in sanitizer builds).
   constexpr int kRanks = 3;
   constexpr int kNames = 500;
   std::atomic<int> wrong{0};
@@ -697,11 +698,19 @@ TEST_CASE("engine: with many cached names a few per cycle go as index lists; a b
         if (sa->wait() != RINGRUN_OK || sb->wait() != RINGRUN_OK || !a.right(kRanks) || !b.right(kRanks)) ++wrong;
       }
     };
+    auto lone = [&](int rounds) {
+      for (int round = 0; round < rounds; ++round) {
+        const int k = (round * 13) % kNames;
+        SumOp a("many." + std::to_string(k), count_of(k), rank);
+        if (engine.submit(a.request)->wait() != RINGRUN_OK || !a.right(kRanks)) ++wrong;
+      }
+    };
     burst(1);  // new names: described in full, then cached
     burst(2);
     few(300);
     burst(3);  // from short lists
     few(100);
+    lone(100);
     burst(4);
     engine.shutdown();
     stats[static_cast<std::size_t>(rank)] = engine.stats();
@@ -710,7 +719,8 @@ TEST_CASE("engine: with many cached names a few per cycle go as index lists; a b
   for (auto& st : stats) {
     CHECK(st.listed_cycles > 0);
     CHECK(st.described_submissions == kNames);  // every later submission was a cache index
-    CHECK(st.cached_submissions == 3 * kNames + 2 * 400);
+    CHECK(st.cached_submissions == 3 * kNames + 2 * 400 + 100);
+    CHECK(st.inline_allreduces >= 100);
   }
 }
 

@@ -53,9 +53,10 @@ namespace {
 
 // Completion against a waiter going to sleep is a store-buffering pattern: the completer stores
 // done_ then loads sleepers_, the waiter increments sleepers_ then loads done_; one of them must
-// see the other. Here a seq_cst fence on each side orders them (one fence per cycle for all its
-// ops). ThreadSanitizer does not model fences (GCC refuses them under -fsanitize=thread), so
-// there the accesses themselves are seq_cst instead: the same guarantee, per op.
+// see the other. Here a seq_cst fence on each side orders them (a cycle's successes need
+// neither: see Engine::complete_ok). ThreadSanitizer does not model fences (GCC refuses them
+// under -fsanitize=thread), so there the accesses themselves are seq_cst instead: the same
+// guarantee, per op.
 #if defined(__SANITIZE_THREAD__)
 #define RINGRUN_ENGINE_TSAN 1
 #elif defined(__has_feature)
@@ -179,26 +180,42 @@ void OpState::wake_sleepers() {
 int OpState::wait() {
   // Run the engine's cycles on this thread until the op is done: no hand-off to the background
   // thread and back. When another thread is in a cycle, block on the lock (no spinning): that
-  // cycle may well complete this op.
+  // cycle may well complete this op. A waiter counts itself in `waiters` (the background thread
+  // then stands back) once it has to block or to run a second cycle; one that gets the lock at
+  // once and is done after one cycle, a lone op's case, skips two locked instructions.
   if (driver_ && !done()) {
-    driver_->waiters.fetch_add(1);
+    std::unique_lock cycle(driver_->mutex, std::try_to_lock);
+    bool counted = !cycle.owns_lock();
+    if (counted) {
+      driver_->waiters.fetch_add(1);
+      cycle.lock();
+    }
+    // The last waiter to leave hands whatever is still pending back to the background thread.
+    auto leave = [&](Engine* engine) {
+      const int others = counted ? driver_->waiters.fetch_sub(1) - 1 : driver_->waiters.load();
+      if (engine && others == 0) engine->waiter_left();
+    };
     for (;;) {
-      std::unique_lock cycle(driver_->mutex);
       Engine* engine = driver_->engine;
       if (!engine || engine->finished_) {
-        driver_->waiters.fetch_sub(1);
+        leave(nullptr);
         break;
       }
       if (done()) {
-        // The last waiter to leave hands whatever is still pending back to the background thread.
-        if (driver_->waiters.fetch_sub(1) == 1) engine->waiter_left();
+        leave(engine);
         break;
       }
       engine->cycle_once();
       if (done() && !engine->finished_) {
-        if (driver_->waiters.fetch_sub(1) == 1) engine->waiter_left();
+        leave(engine);
         break;
       }
+      cycle.unlock();
+      if (!counted) {
+        driver_->waiters.fetch_add(1);
+        counted = true;
+      }
+      cycle.lock();
     }
   }
   if (!done_.load(std::memory_order_acquire)) {
@@ -260,6 +277,8 @@ constexpr std::size_t kListedInlineAt = 20;
 constexpr std::size_t kInlineAlign = 16;      // each inline tensor starts aligned for any dtype
 constexpr std::size_t kInlineMaxPending = 16;  // a rank with more pending ops sends no inline data
 constexpr std::size_t kMinIndexSlots = 8;
+// Stalls are a matter of seconds: rank 0 looks a few times a second, not every cycle.
+constexpr std::chrono::milliseconds kStallCheckEvery{50};
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
 
@@ -797,6 +816,46 @@ bool Engine::complete_lone_inline(const RecordLayout& layout, std::vector<LocalO
   return true;
 }
 
+bool Engine::write_lone_record(const RecordLayout& layout, LocalOp& op, Clock::time_point now) {
+  // Exactly what run_cycle's general writer puts in the (zeroed) record for this one op, or
+  // false to leave it to that writer: builds checked with RINGRUN_CHECKED (the sanitizer
+  // builds) compare the two for every op taken here.
+  const OpRequest& r = op.request;
+  if (r.kind != Collective::allreduce || !r.cacheable || !layout.inline_bytes || local_pending_ != 0) return false;
+  if (layout.listed && layout.slots < 2) return false;
+  if (rank_ == 0 && now - last_stall_check_ >= kStallCheckEvery) return false;
+  const std::size_t bytes = r.count * core::dtype_size(r.dtype);
+  const std::size_t padded = round_up(bytes, kInlineAlign);
+  if (bytes == 0 || bytes > inline_capacity_ || padded > layout.inline_bytes) return false;
+  const int hint = op.name_state->bit_hint;
+  if (hint < 0 || static_cast<std::size_t>(hint) >= cache_.size() || cache_hinted_by_[static_cast<std::size_t>(hint)] != op.name_state)
+    return false;
+  const auto bit = static_cast<std::size_t>(hint);
+  if (cache_[bit].shape != Shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed}) return false;
+  if (cuda_driver_loaded(now) && core::locate_buffer(r.recv).device) return false;
+  op.device = false;
+  op.bit = hint;
+  std::byte* record = mine_.data();
+  if (layout.listed) {
+    const auto index = static_cast<std::uint32_t>(bit);
+    const std::array<std::uint32_t, 2> counts{1, 1};
+    std::memcpy(record + kFixedHeaderBytes, &index, sizeof index);  // submitted
+    std::memcpy(record + kFixedHeaderBytes + sizeof index, &index, sizeof index);  // inline
+    std::memcpy(record + kListedAt, counts.data(), sizeof counts);
+  } else {
+    const auto mask = static_cast<std::byte>(1u << (bit % 8));
+    record[kFixedHeaderBytes + bit / 8] |= mask;
+    record[layout.inline_bits_at + bit / 8] |= mask;
+  }
+  std::memcpy(record + layout.inline_data_at, r.send, bytes);
+  record[4] = static_cast<std::byte>(kFlagPending);
+  const auto wanted = static_cast<std::uint32_t>(std::min(padded, inline_capacity_));
+  const std::uint32_t indices = 2;  // its submitted bit and its inline bit
+  std::memcpy(record + kWantedAt, &wanted, sizeof wanted);
+  std::memcpy(record + kIndicesWantedAt, &indices, sizeof indices);
+  return true;
+}
+
 bool Engine::cuda_driver_loaded(Clock::time_point coarse) {
   if (cuda_loaded_) return true;
   if (coarse == cuda_probed_at_) return false;
@@ -826,110 +885,127 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   mine_.assign(fixed_bytes, std::byte{0});
   Writer payload;
   std::size_t cached_count = 0;
-  listed_bits_.clear();
-  const bool cuda = !fresh.empty() && cuda_driver_loaded(timeline_ ? coarse_now() : now);
-  for (auto& op : fresh) {
-    const OpRequest& r = op.request;
-    const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};
-    int& hint = op.name_state->bit_hint;
-    if (hint < 0 || static_cast<std::size_t>(hint) >= cache_entries || cache_hinted_by_[static_cast<std::size_t>(hint)] != op.name_state) {
-      auto cached = cache_index_.find(r.name);
-      hint = cached == cache_index_.end() ? -1 : static_cast<int>(cached->second);
-      if (hint >= 0) cache_hinted_by_[static_cast<std::size_t>(hint)] = op.name_state;
-    }
-    const int bit = hint;
-    if (bit >= 0 && cache_[static_cast<std::size_t>(bit)].shape == shape) {
-      if (layout.listed) listed_bits_.push_back(static_cast<std::uint32_t>(bit));
-      else mine_[kFixedHeaderBytes + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
-      ++cached_count;
-    } else {
-      payload.u8(kRecordDescription);
-      payload.str(r.name);
-      payload.u8(static_cast<std::uint8_t>(shape.kind));
-      payload.u8(static_cast<std::uint8_t>(shape.dtype));
-      payload.u8(static_cast<std::uint8_t>(shape.op));
-      payload.u8(shape.cacheable ? (shape.routed ? kCacheRouted : kCacheProgram) : kCacheNone);
-      payload.u32(static_cast<std::uint32_t>(shape.root));
-      payload.u64(shape.count);
-    }
-    op.device = cuda && r.kind == Collective::allreduce && core::locate_buffer(r.recv).device;
-    op.bit = bit;
-  }
-  // Listed: as many submitted bits as there are slots; the rest in the payload.
-  const std::size_t listed = std::min(listed_bits_.size(), layout.slots);
-  for (std::size_t i = 0; i < listed; ++i)
-    std::memcpy(mine_.data() + kFixedHeaderBytes + i * sizeof(std::uint32_t), &listed_bits_[i], sizeof(std::uint32_t));
-  if (listed < listed_bits_.size()) {
-    payload.u8(kRecordCachedBits);
-    payload.u32(static_cast<std::uint32_t>(listed_bits_.size() - listed));
-    for (std::size_t i = listed; i < listed_bits_.size(); ++i) payload.u32(listed_bits_[i]);
-  }
-  // Inline data: every small allreduce pending here whose name the cache holds as described puts
-  // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
-  // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
-  // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
-  // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
-  std::size_t listed_inline = 0;
-  std::size_t wanted = 0;
-  std::size_t wanted_indices = cached_count;
-  if (inline_capacity_ && cache_entries && local_pending_ + fresh.size() <= kInlineMaxPending) {
-    auto& candidates = inline_candidates_;
-    candidates.clear();
-    auto consider = [&](int bit, const LocalOp& op) {
-      if (bit < 0 || op.device) return;
+  auto write_record = [&] {
+    listed_bits_.clear();
+    const bool cuda = !fresh.empty() && cuda_driver_loaded(timeline_ ? coarse_now() : now);
+    for (auto& op : fresh) {
       const OpRequest& r = op.request;
-      const std::size_t bytes = r.count * core::dtype_size(r.dtype);
-      if (r.kind != Collective::allreduce || !r.cacheable || bytes == 0 || bytes > inline_capacity_) return;
-      const Shape& cached = cache_[static_cast<std::size_t>(bit)].shape;
-      if (cached.kind != r.kind || cached.dtype != r.dtype || cached.op != r.op || cached.count != r.count) return;
-      candidates.emplace_back(bit, &op);
-    };
-    for (const auto& op : fresh) consider(op.bit, op);
-    for (int bit : local_bits_) consider(bit, *bit_entries_[static_cast<std::size_t>(bit)].local);
-    std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.first < b.first; });
-    wanted_indices += candidates.size();
-    std::size_t used = 0;
-    for (auto& [bit, op] : candidates) {
-      const OpRequest& r = op->request;
-      const std::size_t bytes = r.count * core::dtype_size(r.dtype);
-      const std::size_t padded = round_up(bytes, kInlineAlign);
-      wanted += padded;
-      if (used + padded > inline_bytes) continue;
-      if (layout.listed) {
-        if (listed + listed_inline == layout.slots) continue;
-        const auto index = static_cast<std::uint32_t>(bit);
-        std::memcpy(mine_.data() + kFixedHeaderBytes + (listed + listed_inline++) * sizeof index, &index, sizeof index);
-      } else {
-        mine_[layout.inline_bits_at + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};
+      int& hint = op.name_state->bit_hint;
+      if (hint < 0 || static_cast<std::size_t>(hint) >= cache_entries || cache_hinted_by_[static_cast<std::size_t>(hint)] != op.name_state) {
+        auto cached = cache_index_.find(r.name);
+        hint = cached == cache_index_.end() ? -1 : static_cast<int>(cached->second);
+        if (hint >= 0) cache_hinted_by_[static_cast<std::size_t>(hint)] = op.name_state;
       }
-      std::memcpy(mine_.data() + inline_data_at + used, r.send, bytes);
-      used += padded;
+      const int bit = hint;
+      if (bit >= 0 && cache_[static_cast<std::size_t>(bit)].shape == shape) {
+        if (layout.listed) listed_bits_.push_back(static_cast<std::uint32_t>(bit));
+        else mine_[kFixedHeaderBytes + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
+        ++cached_count;
+      } else {
+        payload.u8(kRecordDescription);
+        payload.str(r.name);
+        payload.u8(static_cast<std::uint8_t>(shape.kind));
+        payload.u8(static_cast<std::uint8_t>(shape.dtype));
+        payload.u8(static_cast<std::uint8_t>(shape.op));
+        payload.u8(shape.cacheable ? (shape.routed ? kCacheRouted : kCacheProgram) : kCacheNone);
+        payload.u32(static_cast<std::uint32_t>(shape.root));
+        payload.u64(shape.count);
+      }
+      op.device = cuda && r.kind == Collective::allreduce && core::locate_buffer(r.recv).device;
+      op.bit = bit;
     }
+    // Listed: as many submitted bits as there are slots; the rest in the payload.
+    const std::size_t listed = std::min(listed_bits_.size(), layout.slots);
+    for (std::size_t i = 0; i < listed; ++i)
+      std::memcpy(mine_.data() + kFixedHeaderBytes + i * sizeof(std::uint32_t), &listed_bits_[i], sizeof(std::uint32_t));
+    if (listed < listed_bits_.size()) {
+      payload.u8(kRecordCachedBits);
+      payload.u32(static_cast<std::uint32_t>(listed_bits_.size() - listed));
+      for (std::size_t i = listed; i < listed_bits_.size(); ++i) payload.u32(listed_bits_[i]);
+    }
+    // Inline data: every small allreduce pending here whose name the cache holds as described puts
+    // its input in the record, in cache-bit order, each padded to kInlineAlign. When an op becomes
+    // ready in a cycle whose records carry it from every rank, each rank reduces it from the records
+    // in rank order: one synchronisation per op instead of two (negotiation, then the allreduce).
+    // Only a handful of pending ops: with many, they fuse anyway, and scanning them every cycle costs.
+    std::size_t listed_inline = 0;
+    std::size_t wanted = 0;
+    std::size_t wanted_indices = cached_count;
+    if (inline_capacity_ && cache_entries && local_pending_ + fresh.size() <= kInlineMaxPending) {
+      auto& candidates = inline_candidates_;
+      candidates.clear();
+      auto consider = [&](int bit, const LocalOp& op) {
+        if (bit < 0 || op.device) return;
+        const OpRequest& r = op.request;
+        const std::size_t bytes = r.count * core::dtype_size(r.dtype);
+        if (r.kind != Collective::allreduce || !r.cacheable || bytes == 0 || bytes > inline_capacity_) return;
+        const Shape& cached = cache_[static_cast<std::size_t>(bit)].shape;
+        if (cached.kind != r.kind || cached.dtype != r.dtype || cached.op != r.op || cached.count != r.count) return;
+        candidates.emplace_back(bit, &op);
+      };
+      for (const auto& op : fresh) consider(op.bit, op);
+      for (int bit : local_bits_) consider(bit, *bit_entries_[static_cast<std::size_t>(bit)].local);
+      std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      wanted_indices += candidates.size();
+      std::size_t used = 0;
+      for (auto& [bit, op] : candidates) {
+        const OpRequest& r = op->request;
+        const std::size_t bytes = r.count * core::dtype_size(r.dtype);
+        const std::size_t padded = round_up(bytes, kInlineAlign);
+        wanted += padded;
+        if (used + padded > inline_bytes) continue;
+        if (layout.listed) {
+          if (listed + listed_inline == layout.slots) continue;
+          const auto index = static_cast<std::uint32_t>(bit);
+          std::memcpy(mine_.data() + kFixedHeaderBytes + (listed + listed_inline++) * sizeof index, &index, sizeof index);
+        } else {
+          mine_[layout.inline_bits_at + static_cast<std::size_t>(bit) / 8] |= static_cast<std::byte>(1u << (bit % 8));
+        }
+        std::memcpy(mine_.data() + inline_data_at + used, r.send, bytes);
+        used += padded;
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> stall_failures;
+    if (rank_ == 0 && now - last_stall_check_ >= kStallCheckEvery) {
+      last_stall_check_ = now;
+      check_stalls(now, stall_failures);
+    }
+    for (auto& [name, message] : stall_failures) {
+      payload.u8(kRecordStallFailure);
+      payload.str(name);
+      payload.str(message);
+    }
+    const std::uint32_t payload_bytes = static_cast<std::uint32_t>(payload.bytes().size());
+    std::memcpy(mine_.data(), &payload_bytes, sizeof payload_bytes);
+    std::uint8_t flags = (shutdown ? kFlagShutdown : 0) | (local_pending_ + fresh.size() ? kFlagPending : 0);
+    mine_[4] = static_cast<std::byte>(flags);
+    const std::uint32_t wanted_bytes = static_cast<std::uint32_t>(std::min(wanted, inline_capacity_));
+    std::memcpy(mine_.data() + kWantedAt, &wanted_bytes, sizeof wanted_bytes);
+    const auto indices = static_cast<std::uint32_t>(std::min<std::size_t>(wanted_indices, UINT32_MAX));
+    std::memcpy(mine_.data() + kIndicesWantedAt, &indices, sizeof indices);
+    if (layout.listed) {
+      const auto counts = std::array{static_cast<std::uint32_t>(listed), static_cast<std::uint32_t>(listed_inline)};
+      std::memcpy(mine_.data() + kListedAt, counts.data(), sizeof counts);
+    }
+  };
+  // The common case of a latency-bound program, one cached small allreduce and nothing else
+  // pending: the same record, written directly (a lone op's time is mostly bookkeeping).
+  if (fresh.size() == 1 && !shutdown && !timeline_ && write_lone_record(layout, fresh[0], now)) {
+    cached_count = 1;
+#ifdef RINGRUN_CHECKED
+    const std::vector<std::byte> direct = mine_;
+    mine_.assign(fixed_bytes, std::byte{0});
+    cached_count = 0;
+    write_record();
+    if (mine_ != direct || !payload.bytes().empty() || cached_count != 1)
+      throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: tensor '{}': the lone op's record differs from "
+                                                           "the general one",
+                                                           fresh[0].request.name));
+#endif
+  } else {
+    write_record();
   }
-  std::vector<std::pair<std::string, std::string>> stall_failures;
-  // Stalls are a matter of seconds: rank 0 looks a few times a second, not every cycle.
-  if (rank_ == 0 && now - last_stall_check_ >= std::chrono::milliseconds(50)) {
-    last_stall_check_ = now;
-    check_stalls(now, stall_failures);
-  }
-  for (auto& [name, message] : stall_failures) {
-    payload.u8(kRecordStallFailure);
-    payload.str(name);
-    payload.str(message);
-  }
-  const std::uint32_t payload_bytes = static_cast<std::uint32_t>(payload.bytes().size());
-  std::memcpy(mine_.data(), &payload_bytes, sizeof payload_bytes);
-  std::uint8_t flags = (shutdown ? kFlagShutdown : 0) | (local_pending_ + fresh.size() ? kFlagPending : 0);
-  mine_[4] = static_cast<std::byte>(flags);
-  const std::uint32_t wanted_bytes = static_cast<std::uint32_t>(std::min(wanted, inline_capacity_));
-  std::memcpy(mine_.data() + kWantedAt, &wanted_bytes, sizeof wanted_bytes);
-  const auto indices = static_cast<std::uint32_t>(std::min<std::size_t>(wanted_indices, UINT32_MAX));
-  std::memcpy(mine_.data() + kIndicesWantedAt, &indices, sizeof indices);
-  if (layout.listed) {
-    const auto counts = std::array{static_cast<std::uint32_t>(listed), static_cast<std::uint32_t>(listed_inline)};
-    std::memcpy(mine_.data() + kListedAt, counts.data(), sizeof counts);
-  }
-
   all_fixed_.resize(fixed_bytes * static_cast<std::size_t>(size_));
   comm_.allgather_host(mine_.data(), fixed_bytes, RINGRUN_UINT8, all_fixed_.data());
   {
@@ -1170,18 +1246,16 @@ void Engine::finish(LocalOp op, int code, std::string message) {
 void Engine::complete_ok(LocalOp& op) {
   // The name is free again before the op is done: a thread that sees it done may resubmit it.
   op.name_state->pending.store(false, std::memory_order_release);
-  // Done now; sleepers are woken after the cycle, with one fence for all of a step's ops instead
-  // of a locked store each. The reference moves along, so the state outlives its entry until then.
-  if (op.state->complete_quietly(RINGRUN_OK, std::string())) completed_quietly_.push_back(std::move(op.state));
+  // Done, with no fence and no wake-up: nobody sleeps on it. While the engine runs, a waiter
+  // looks at done_ only under driver_->mutex, which this cycle holds; it sleeps on done_ only
+  // once it has seen the engine finished (OpState::wait), and no cycle runs after that. (Ops
+  // failed at the very end go through complete(), which does wake sleepers.)
+  op.state->complete_quietly(RINGRUN_OK, std::string());
+  op.state.reset();
   ++completed_ok_;
 }
 
 void Engine::hand_over_finished() {
-  if (!completed_quietly_.empty()) {
-    full_fence();
-    for (auto& state : completed_quietly_) state->wake_sleepers();
-    completed_quietly_.clear();
-  }
   for (auto& f : finished_ops_) {
     f.name_state->pending.store(false, std::memory_order_release);
     f.state->complete(f.code, std::move(f.message));

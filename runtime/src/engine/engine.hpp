@@ -125,7 +125,9 @@ struct EngineStats {
 struct CycleDriver {
   std::mutex mutex;
   Engine* engine = nullptr;      // guarded by mutex
-  std::atomic<int> waiters{0};   // threads in OpState::wait() running cycles: the background thread stands back
+  // Threads in OpState::wait() in line for mutex or running cycles (all but one that got the
+  // mutex at once for one cycle): the background thread stands back.
+  std::atomic<int> waiters{0};
 };
 
 class OpRef;
@@ -141,10 +143,9 @@ class OpState {
   // The first call counts. Called by whoever runs the engine's cycle (under CycleDriver::mutex),
   // so calls never race each other.
   void complete(int code, std::string message);
-  // complete() in two halves, for many ops at once: done (false if it already was), then, after
-  // a seq_cst fence, the wake-up of threads sleeping in wait().
+  // complete() without the fence and the wake-up (false if it was done already): for a cycle
+  // while the engine runs, when no waiter can be asleep on it (Engine::complete_ok).
   bool complete_quietly(int code, std::string message);
-  void wake_sleepers();
   int wait();                 // blocks until done (running the engine's cycles meanwhile); the op's status
   bool done() const { return done_.load(std::memory_order_acquire); }
   int code() const;           // valid once done()
@@ -158,6 +159,7 @@ class OpState {
   friend struct OpStateFreeList;
   OpState() = default;
   void let_go();  // one party is done with it: the second recycles it
+  void wake_sleepers();  // after a seq_cst fence that follows the store of done_
 
   // No mutex: a step completes a thousand of these, and each is a store; the futex wake happens
   // only for a thread that sleeps (the waiting thread is usually the one completing them).
@@ -253,7 +255,7 @@ class Engine {
     NameState* next = nullptr;
   };
   struct LocalOp {
-    LocalOp(OpRequest r, OpRef s, NameState* n) : request(std::move(r)), state(std::move(s)), name_state(n) {}
+    LocalOp(OpRequest&& r, OpRef&& s, NameState* n) : request(std::move(r)), state(std::move(s)), name_state(n) {}
     OpRequest request;
     OpRef state;  // the engine's hold
     NameState* name_state = nullptr;  // its node in local_names_
@@ -295,6 +297,10 @@ class Engine {
   // the background thread takes over what is still pending here.
   void waiter_left();
   void run_cycle(std::vector<LocalOp>& fresh, bool shutdown);
+  // The record of a cycle whose only op is one cached small allreduce, nothing else pending
+  // here: what the general writer in run_cycle would write, without its generality (false:
+  // not that case, nothing written).
+  bool write_lone_record(const RecordLayout& layout, LocalOp& op, Clock::time_point now);
   // The steady state of one small op at a time (a latency-bound loop, a synchronous call routed
   // through the engine): every rank's record holds the same single cached allreduce, inline,
   // and nothing else is pending anywhere. It completes straight from the records, without the
@@ -397,7 +403,6 @@ class Engine {
   std::vector<Entry*> ready_;
   std::vector<std::uint64_t> everyone_bits_;             // this cycle: cache bits every rank sent
   std::vector<Finished> finished_ops_;
-  std::vector<OpRef> completed_quietly_;  // this cycle: done, sleepers not yet woken
   std::size_t completed_ok_ = 0;                         // this cycle, for the counters
   std::vector<LocalOp> fresh_;
   std::vector<std::byte> mine_, all_fixed_, all_payload_, padded_payload_;

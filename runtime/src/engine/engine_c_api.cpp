@@ -59,7 +59,7 @@ Engine& process_engine(const char* what) {
   return *engine;
 }
 
-int submit_async(const char* what, const char* name, OpRequest request, ringrun_handle* out) {
+int submit_async(const char* what, const char* name, OpRequest&& request, ringrun_handle* out) {
   try {
     if (!out) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the handle pointer is null", what));
     *out = nullptr;
