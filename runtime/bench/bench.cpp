@@ -119,12 +119,13 @@ std::optional<int> parse_options(int argc, char **argv, Options &options) {
   app.add_option("-f,--step-factor", options.step_factor, "size multiplier between rows")
       ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 20))
       ->capture_default_str();
-  app.add_option("-n,--iters", options.iters, "timed samples per size and library (median reported)")
+  app.add_option("-n,--iters", options.iters, "timed samples per size and library (median reported; engine latency rows: one round "
+                 "on a fresh runtime per sample)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("-w,--warmup", options.warmup,
                  "warm-up ops per size and library; default 50 below 1 MiB, 5 up to 16 MiB, 2 above "
-                 "(engine: steps per workload, default 3, and ops per latency size as here)")
+                 "(engine: steps per workload, default 3, and ops per latency size and round as here)")
       ->check(CLI::Range(0, 1000000));
   app.add_option("--sample-ms", options.sample_ms, "target length of one sample (k ops back to back)")
       ->check(CLI::Range(0.0, 60000.0))

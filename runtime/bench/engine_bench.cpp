@@ -3,15 +3,17 @@
 // cost), the same tensors one by one through ringrun_allreduce and through the peer, and the
 // latency of one small tensor through the engine against a plain ringrun_allreduce of it.
 //
-// Two phases, because the first async call starts the engine for good and from then on every
+// In phases, because the first async call starts the engine for good and from then on every
 // synchronous ringrun_* call is routed through it (engine/process_engine.hpp):
-//   1. before the engine: ringrun's direct path (one-big, one-by-one, plain) alternating sample
-//      by sample with the peer's one-by-one and one-big;
+//   1. before the engine: ringrun's direct path (one-big, one-by-one) alternating sample by
+//      sample with the peer's one-by-one and one-big;
 //   2. with the engine: the engine step alternating with the peer's one-by-one again (the
 //      speed-up column compares these two), and ringrun_allreduce of the total as the running
-//      engine routes it.
-// The peer's one-by-one time from both phases is printed, so drift in machine load between the
-// phases shows.
+//      engine routes it;
+//   3. latency, in rounds on fresh runtimes (ringrun_finalize, ringrun_init): in each, the plain
+//      call before the engine starts, then the engine op, the routed call and the peer.
+// The peer's one-by-one time from phases 1 and 2 is printed, so drift in machine load between
+// them shows.
 #include "engine_bench.hpp"
 
 #include "check.hpp"
@@ -124,11 +126,11 @@ struct Contender {
   int warmup = 0;
 };
 
-// Median seconds per run_once of each contender (slowest rank), nullopt for the empty ones.
-// Warm-up and the probe for k runs per sample first, then samples alternate between the
+// Seconds per run_once of each contender (slowest rank), `iters` samples each, none for the empty
+// ones. Warm-up and the probe for k runs per sample first, then samples alternate between the
 // contenders so all see the same machine state (RESULTS.md, Method).
-std::vector<std::optional<double>> measure_alternating(const std::vector<Contender> &contenders,
-                                                       const EngineBenchOptions &options) {
+std::vector<std::vector<double>> sample_alternating(const std::vector<Contender> &contenders,
+                                                    const EngineBenchOptions &options, int iters) {
   std::vector<int> runs_per_sample(contenders.size(), 0);
   for (std::size_t i = 0; i < contenders.size(); ++i) {
     const Contender &contender = contenders[i];
@@ -137,18 +139,27 @@ std::vector<std::optional<double>> measure_alternating(const std::vector<Contend
     runs_per_sample[i] = ops_per_sample(time_sample(contender.barrier, contender.run_once, 1), options.sample_ms);
   }
   std::vector<std::vector<double>> samples(contenders.size());
-  for (int sample = 0; sample < options.iters; ++sample) {
+  for (int sample = 0; sample < iters; ++sample) {
     for (std::size_t i = 0; i < contenders.size(); ++i) {
       if (contenders[i].run_once)
         samples[i].push_back(time_sample(contenders[i].barrier, contenders[i].run_once, runs_per_sample[i]));
     }
   }
-  std::vector<std::optional<double>> medians(contenders.size());
-  for (std::size_t i = 0; i < contenders.size(); ++i) {
-    if (!contenders[i].run_once) continue;
-    max_over_ranks(samples[i]);
-    medians[i] = median(samples[i]);
-  }
+  for (std::size_t i = 0; i < contenders.size(); ++i)
+    if (contenders[i].run_once) max_over_ranks(samples[i]);
+  return samples;
+}
+
+std::optional<double> median_of(const std::vector<double> &samples) {
+  if (samples.empty()) return std::nullopt;
+  return median(samples);
+}
+
+// Median seconds per run_once of each contender (slowest rank), nullopt for the empty ones.
+std::vector<std::optional<double>> measure_alternating(const std::vector<Contender> &contenders,
+                                                       const EngineBenchOptions &options) {
+  std::vector<std::optional<double>> medians;
+  for (const auto &samples : sample_alternating(contenders, options, options.iters)) medians.push_back(median_of(samples));
   return medians;
 }
 
@@ -464,18 +475,6 @@ void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContex
     row.peer_one_big_us = to_us(results[3]);
     row.peer_note = why_not;
   }
-  for (LatencyRow &row : latency_rows) {
-    const auto results = measure_alternating(
-        {Contender{ringrun_barrier_or_fail,
-                   [&] {
-                     check_rc(ringrun_allreduce(latency.send.data(), latency.recv.data(), row.count, options.dtype,
-                                                options.op),
-                              "ringrun_allreduce (plain)");
-                   },
-                   op_warmup(options, row.bytes)}},
-        options);
-    row.plain_us = to_us(results[0]);
-  }
 
   // Phase 2: the engine. The first async call starts it; from here on ringrun_barrier and the
   // timing reductions go through it too.
@@ -509,44 +508,81 @@ void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContex
     row.speedup_vs_peer = quotient(row.peer_one_by_one_us, row.engine_us);
     if (row.peer_note.empty()) row.peer_note = why_not;
   }
-  for (LatencyRow &row : latency_rows) {
-    // Always the same name, as a program's one small tensor would be; its first op with a new size
-    // is described in full and lands in the warm-up.
-    const std::string name = tensor_name(0);
-    auto engine_op = [&] {
-      ringrun_handle handle = nullptr;
-      check_rc(ringrun_allreduce_async(name.c_str(), latency.send.data(), latency.recv.data(), row.count,
-                                       options.dtype, options.op, &handle),
-               "ringrun_allreduce_async");
-      check_rc(ringrun_wait(handle), "ringrun_wait");
-    };
-    if (options.check) {
-      std::memset(latency.recv.data(), 0, row.count * element);
-      engine_op();
-      row.wrong = sum_over_ranks(
-          count_wrong_allreduce(latency.recv.data(), row.count, options.dtype, options.op, context.ranks));
+  // Phase 3, latency: the plain call needs the engine stopped, the engine op needs it running. So
+  // each sample is a round on a fresh runtime (ringrun_finalize, ringrun_init, some
+  // milliseconds): the plain call first, then with the engine started the engine op, the routed
+  // synchronous call and the peer. Medians over the rounds: plain and engine see the same
+  // stretches of machine state, not two phases seconds apart.
+  const int rounds = options.iters;
+  const int iters_per_round = 1;
+  struct LatencySamples {
+    std::vector<double> plain, engine, sync_via_engine, peer;
+  };
+  std::vector<LatencySamples> latency_samples(latency_rows.size());
+  auto append = [](std::vector<double> &to, const std::vector<double> &from) { to.insert(to.end(), from.begin(), from.end()); };
+  for (int round = 0; !latency_rows.empty() && round < rounds; ++round) {
+    check_rc(ringrun_finalize(), "ringrun_finalize (latency round)");
+    check_rc(ringrun_init(), "ringrun_init (latency round)");
+    for (std::size_t k = 0; k < latency_rows.size(); ++k) {
+      const LatencyRow &row = latency_rows[k];
+      const auto samples = sample_alternating(
+          {Contender{ringrun_barrier_or_fail,
+                     [&] {
+                       check_rc(ringrun_allreduce(latency.send.data(), latency.recv.data(), row.count, options.dtype,
+                                                  options.op),
+                                "ringrun_allreduce (plain)");
+                     },
+                     op_warmup(options, row.bytes)}},
+          options, iters_per_round);
+      append(latency_samples[k].plain, samples[0]);
     }
-    std::string why_not;
-    std::function<void()> peer_op;
-    if (context.peer)
-      peer_op = context.peer->prepare(CollectiveCall{Collective::allreduce, latency.send.data(), latency.recv.data(),
-                                                     row.count, options.dtype, options.op, 0},
-                                      why_not);
-    const int warmup = op_warmup(options, row.bytes);
-    const auto results = measure_alternating(
-        {Contender{ringrun_barrier_or_fail, engine_op, warmup},
-         Contender{ringrun_barrier_or_fail,
-                   [&] {
-                     check_rc(ringrun_allreduce(latency.send.data(), latency.recv.data(), row.count, options.dtype,
-                                                options.op),
-                              "ringrun_allreduce (through the engine)");
-                   },
-                   warmup},
-         Contender{peer_barrier, peer_op, warmup}},
-        options);
-    row.engine_us = to_us(results[0]);
-    row.sync_via_engine_us = to_us(results[1]);
-    row.peer_us = to_us(results[2]);
+    for (std::size_t k = 0; k < latency_rows.size(); ++k) {
+      LatencyRow &row = latency_rows[k];
+      // Always the same name, as a program's one small tensor would be; its first op with a new
+      // size is described in full and lands in the warm-up.
+      const std::string name = tensor_name(0);
+      auto engine_op = [&] {
+        ringrun_handle handle = nullptr;
+        check_rc(ringrun_allreduce_async(name.c_str(), latency.send.data(), latency.recv.data(), row.count,
+                                         options.dtype, options.op, &handle),
+                 "ringrun_allreduce_async");
+        check_rc(ringrun_wait(handle), "ringrun_wait");
+      };
+      if (options.check && round == 0) {
+        std::memset(latency.recv.data(), 0, row.count * element);
+        engine_op();
+        row.wrong = sum_over_ranks(
+            count_wrong_allreduce(latency.recv.data(), row.count, options.dtype, options.op, context.ranks));
+      }
+      std::string why_not;
+      std::function<void()> peer_op;
+      if (context.peer)
+        peer_op = context.peer->prepare(CollectiveCall{Collective::allreduce, latency.send.data(), latency.recv.data(),
+                                                       row.count, options.dtype, options.op, 0},
+                                        why_not);
+      const int warmup = op_warmup(options, row.bytes);
+      const auto samples = sample_alternating(
+          {Contender{ringrun_barrier_or_fail, engine_op, warmup},
+           Contender{ringrun_barrier_or_fail,
+                     [&] {
+                       check_rc(ringrun_allreduce(latency.send.data(), latency.recv.data(), row.count, options.dtype,
+                                                  options.op),
+                                "ringrun_allreduce (through the engine)");
+                     },
+                     warmup},
+           Contender{peer_barrier, peer_op, warmup}},
+          options, iters_per_round);
+      append(latency_samples[k].engine, samples[0]);
+      append(latency_samples[k].sync_via_engine, samples[1]);
+      append(latency_samples[k].peer, samples[2]);
+    }
+  }
+  for (std::size_t k = 0; k < latency_rows.size(); ++k) {
+    LatencyRow &row = latency_rows[k];
+    row.plain_us = to_us(median_of(latency_samples[k].plain));
+    row.engine_us = to_us(median_of(latency_samples[k].engine));
+    row.sync_via_engine_us = to_us(median_of(latency_samples[k].sync_via_engine));
+    row.peer_us = to_us(median_of(latency_samples[k].peer));
     row.ratio = quotient(row.engine_us, row.plain_us);
   }
 
