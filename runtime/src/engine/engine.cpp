@@ -816,6 +816,15 @@ bool Engine::complete_lone_inline(const RecordLayout& layout, std::vector<LocalO
   return true;
 }
 
+Engine::Shape Engine::shape_of(const OpRequest& r) {
+  return Shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};
+}
+
+bool Engine::hint_confirmed(const NameState* node) const {
+  const int hint = node->bit_hint;
+  return hint >= 0 && static_cast<std::size_t>(hint) < cache_.size() && cache_hinted_by_[static_cast<std::size_t>(hint)] == node;
+}
+
 bool Engine::write_lone_record(const RecordLayout& layout, LocalOp& op, Clock::time_point now) {
   // Exactly what run_cycle's general writer puts in the (zeroed) record for this one op, or
   // false to leave it to that writer: builds checked with RINGRUN_CHECKED (the sanitizer
@@ -828,10 +837,9 @@ bool Engine::write_lone_record(const RecordLayout& layout, LocalOp& op, Clock::t
   const std::size_t padded = round_up(bytes, kInlineAlign);
   if (bytes == 0 || bytes > inline_capacity_ || padded > layout.inline_bytes) return false;
   const int hint = op.name_state->bit_hint;
-  if (hint < 0 || static_cast<std::size_t>(hint) >= cache_.size() || cache_hinted_by_[static_cast<std::size_t>(hint)] != op.name_state)
-    return false;
+  if (!hint_confirmed(op.name_state)) return false;
   const auto bit = static_cast<std::size_t>(hint);
-  if (cache_[bit].shape != Shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed}) return false;
+  if (cache_[bit].shape != shape_of(r)) return false;
   if (cuda_driver_loaded(now) && core::locate_buffer(r.recv).device) return false;
   op.device = false;
   op.bit = hint;
@@ -890,9 +898,9 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
     const bool cuda = !fresh.empty() && cuda_driver_loaded(timeline_ ? coarse_now() : now);
     for (auto& op : fresh) {
       const OpRequest& r = op.request;
-      const Shape shape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};
+      const Shape shape = shape_of(r);
       int& hint = op.name_state->bit_hint;
-      if (hint < 0 || static_cast<std::size_t>(hint) >= cache_entries || cache_hinted_by_[static_cast<std::size_t>(hint)] != op.name_state) {
+      if (!hint_confirmed(op.name_state)) {
         auto cached = cache_index_.find(r.name);
         hint = cached == cache_index_.end() ? -1 : static_cast<int>(cached->second);
         if (hint >= 0) cache_hinted_by_[static_cast<std::size_t>(hint)] = op.name_state;

@@ -297,6 +297,9 @@ class Engine {
   // the background thread takes over what is still pending here.
   void waiter_left();
   void run_cycle(std::vector<LocalOp>& fresh, bool shutdown);
+  static Shape shape_of(const OpRequest& request);
+  // The name's bit_hint still names its cache entry (bits are reused after evictions).
+  bool hint_confirmed(const NameState* node) const;
   // The record of a cycle whose only op is one cached small allreduce, nothing else pending
   // here: what the general writer in run_cycle would write, without its generality (false:
   // not that case, nothing written).
