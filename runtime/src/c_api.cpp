@@ -1,16 +1,22 @@
 // The C API (ringrun/ringrun.h) over the process-wide communicator.
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "bootstrap/bootstrap.hpp"
+#include "core/dtype.hpp"
 #include "core/env.hpp"
 #include "core/process_runtime.hpp"
 #include "engine/process_engine.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
+#include "transport/nccl/device_memory.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 #include "ringrun/store.hpp"
 
@@ -176,6 +182,52 @@ int ringrun_allgather(const void* send, size_t count, ringrun_dtype dtype, void*
   request.count = count;
   request.dtype = dtype;
   return ringrun::engine::synchronous_collective("ringrun_allgather", request);
+}
+
+int ringrun_allgatherv(const void* send, size_t count, ringrun_dtype dtype, void* recv, const size_t* counts,
+                       size_t ncounts) {
+  // Ranks with fewer elements pad to the largest count, one allgather runs, and the blocks are
+  // packed: one collective (routed through the engine like the others when it runs) where a
+  // ring of variable blocks would need every transport to learn a new shape.
+  std::vector<std::byte> padded;
+  std::vector<std::byte> gathered;
+  std::size_t largest = 0;
+  std::size_t element = 0;
+  try {
+    const int size = ringrun_size();
+    const int rank = ringrun_rank();
+    if (size < 0 || rank < 0) return size < 0 ? size : rank;
+    if (!counts || ncounts != static_cast<std::size_t>(size))
+      throw ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                                  fmt::format("ringrun_allgatherv: counts must hold one count per rank ({}), got {}", size,
+                                              counts ? ncounts : 0));
+    if (counts[rank] != count)
+      throw ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                                  fmt::format("ringrun_allgatherv: count {} differs from counts[{}] = {}", count, rank, counts[rank]));
+    if (!valid_dtype(dtype))
+      throw ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("ringrun_allgatherv: unknown dtype {}", static_cast<int>(dtype)));
+    if (locate_buffer(send).device || locate_buffer(recv).device)
+      throw ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                                  "ringrun_allgatherv: device buffers are not supported; pad to the largest count and use ringrun_allgather");
+    largest = *std::max_element(counts, counts + size);
+    if (std::all_of(counts, counts + size, [&](std::size_t c) { return c == largest; }))
+      return ringrun_allgather(send, count, dtype, recv);
+    element = dtype_size(dtype);
+    padded.resize(largest * element);
+    if (count) std::memcpy(padded.data(), send, count * element);
+    gathered.resize(largest * element * static_cast<std::size_t>(size));
+    const int code = ringrun_allgather(padded.data(), largest, dtype, gathered.data());
+    if (code != RINGRUN_OK) return code;
+    auto* out = static_cast<std::byte*>(recv);
+    for (int r = 0; r < size; ++r) {
+      if (counts[r]) std::memcpy(out, gathered.data() + static_cast<std::size_t>(r) * largest * element, counts[r] * element);
+      out += counts[r] * element;
+    }
+    clear_error();
+    return RINGRUN_OK;
+  } catch (...) {
+    return record_error(std::current_exception());
+  }
 }
 
 int ringrun_barrier(void) {

@@ -10,11 +10,44 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "reference.hpp"
 #include "ringrun/ringrun.h"
 
 using namespace ringrun::test;
+
+// Rank r sends r + 1 int64 values (then, all equal, 2 each): recv holds every rank's block in
+// rank order; bad counts are refused with INVALID_ARGUMENT.
+static int check_allgatherv(int rank, int n) {
+  int failures = 0;
+  for (bool uneven : {true, false}) {
+    std::vector<std::size_t> counts(static_cast<std::size_t>(n));
+    std::vector<long long> expected;
+    for (int r = 0; r < n; ++r) {
+      counts[r] = uneven ? static_cast<std::size_t>(r + 1) : 2;
+      for (std::size_t i = 0; i < counts[r]; ++i) expected.push_back(r * 100 + static_cast<long long>(i));
+    }
+    std::vector<long long> mine;
+    for (std::size_t i = 0; i < counts[rank]; ++i) mine.push_back(rank * 100 + static_cast<long long>(i));
+    std::vector<long long> recv(expected.size(), -1);
+    if (ringrun_allgatherv(mine.data(), mine.size(), RINGRUN_INT64, recv.data(), counts.data(), counts.size()) != 0) {
+      std::fprintf(stderr, "rank %d: allgatherv failed: %s\n", rank, ringrun_last_error());
+      return 1;
+    }
+    if (recv != expected) {
+      std::fprintf(stderr, "rank %d: allgatherv (%s counts) gathered the wrong values\n", rank, uneven ? "uneven" : "equal");
+      ++failures;
+    }
+    if (ringrun_allgatherv(mine.data(), mine.size() + 1, RINGRUN_INT64, recv.data(), counts.data(), counts.size()) !=
+            RINGRUN_ERR_INVALID_ARGUMENT ||
+        std::strstr(ringrun_last_error(), "differs from counts[") == nullptr) {
+      std::fprintf(stderr, "rank %d: allgatherv accepted a count unlike counts[rank]\n", rank);
+      ++failures;
+    }
+  }
+  return failures;
+}
 
 static int check() {
   const int rank = ringrun_rank(), n = ringrun_size();
@@ -42,6 +75,7 @@ static int check() {
     return 1;
   }
   for (int r = 0; r < n; ++r) failures += ranks[r] != r;
+  failures += check_allgatherv(rank, n);
   std::printf("rank %d of %d: local %d of %d: %s\n", rank, n, ringrun_local_rank(), ringrun_local_size(),
               failures ? "FAILED" : "ok");
   return failures ? 1 : 0;

@@ -46,6 +46,11 @@ int ringrun_allreduce(const void *send, void *recv, size_t count, ringrun_dtype 
 int ringrun_broadcast(void *buf, size_t count, ringrun_dtype dtype, int root);
 int ringrun_allgather(const void *send, size_t count, ringrun_dtype dtype, void *recv);
 int ringrun_barrier(void);
+/* Allgather of a different count per rank (MPI_Allgatherv): counts[r] elements from rank r, the
+ * same counts array on every rank (ncounts == ringrun_size(), count == counts[ringrun_rank()]);
+ * recv holds their sum, rank r's elements after those of ranks 0..r-1. Host buffers only. */
+int ringrun_allgatherv(const void *send, size_t count, ringrun_dtype dtype, void *recv, const size_t *counts,
+                       size_t ncounts);
 
 /* The calling thread's last error message ("" when none). */
 const char *ringrun_last_error(void);
