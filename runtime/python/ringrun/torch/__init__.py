@@ -1,0 +1,30 @@
+"""ringrun.torch: Horovod's PyTorch API on ringrun's runtime.
+
+A Horovod script migrates by changing its import::
+
+    import ringrun.torch as hvd
+
+    hvd.init()
+    model = ...
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+and runs under ``ringrun -np 4 python3 train.py`` (or srun/mpirun through ringrun). Gradients are
+allreduced as backward produces them, fused by the engine, on CPU tensors (shared memory and TCP)
+and on CUDA tensors (NCCL) in builds that have it. Failures raise InternalError on every rank.
+"""
+
+from ringrun.torch.basics import (  # noqa: F401
+    Adasum, Average, HorovodInternalError, InternalError, Max, Min, Product, Sum, cross_rank, cross_size,
+    cuda_built, global_process_set, gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
+    local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank, rocm_built,
+    shutdown, size, synchronize)
+from ringrun.torch.compression import Compression  # noqa: F401
+from ringrun.torch.gather_ops import (  # noqa: F401
+    allgather, allgather_async, alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
+    broadcast_async_, join, reducescatter, reducescatter_async)
+from ringrun.torch.mpi_ops import (  # noqa: F401
+    allreduce, allreduce_, allreduce_async, allreduce_async_, grouped_allreduce, grouped_allreduce_,
+    grouped_allreduce_async, grouped_allreduce_async_)

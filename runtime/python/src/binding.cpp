@@ -1,0 +1,161 @@
+// ringrun._ringrun: the C API (ringrun/ringrun.h) for Python, torch-free. Buffers cross as
+// integer addresses with an element count and a dtype code (torch's data_ptr(), numel(), dtype
+// mapped in ringrun/torch/); the package above checks them. Every call that may block (init,
+// the synchronous collectives, waits) releases the GIL, so other Python threads (autograd's,
+// a data loader's) run meanwhile. Failures raise: ValueError for a bad argument or a call
+// before init(), ringrun._ringrun.InternalError (a RuntimeError) for everything a peer or the
+// collective itself caused (mismatch, dead peer, stall shutdown, timeout).
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "ringrun/ringrun.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Raised for every error a collective reports that is not the caller's argument (a peer, the
+// collective, the engine): the Python side exports it as InternalError/HorovodInternalError.
+struct InternalError : std::runtime_error {
+  int code;
+  InternalError(int c, const std::string& message) : std::runtime_error(message), code(c) {}
+};
+
+// Reads the thread's message before anything else can overwrite it (still without the GIL: the
+// same thread made the call).
+void check(int code) {
+  if (code >= 0) return;
+  std::string message = ringrun_last_error();
+  if (message.empty()) message = "ringrun error " + std::to_string(code);
+  if (code == RINGRUN_ERR_INVALID_ARGUMENT) throw py::value_error(message);
+  if (code == RINGRUN_ERR_NOT_INITIALIZED)
+    throw py::value_error(message + " (call ringrun.torch.init() first)");
+  throw InternalError(code, message);
+}
+
+const void* as_ptr(std::uintptr_t address) { return reinterpret_cast<const void*>(address); }
+void* as_mut(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
+ringrun_dtype as_dtype(int dtype) { return static_cast<ringrun_dtype>(dtype); }
+ringrun_op as_op(int op) { return static_cast<ringrun_op>(op); }
+
+// A handle crosses as an integer; wait() takes it back (exactly once: the package keeps it).
+std::uintptr_t from_handle(ringrun_handle handle) { return reinterpret_cast<std::uintptr_t>(handle); }
+ringrun_handle to_handle(std::uintptr_t handle) { return reinterpret_cast<ringrun_handle>(handle); }
+
+bool initialized() { return ringrun_transport_name() != nullptr; }
+
+int query(int (*getter)()) {
+  const int value = getter();
+  check(value);
+  return value;
+}
+
+using Release = py::call_guard<py::gil_scoped_release>;
+
+void define_queries(py::module_& m) {
+  m.def("init", [] { check(ringrun_init()); }, Release(),
+        "Bootstraps this rank (rendezvous with every other rank); a no-op when already done.");
+  m.def("finalize", [] { check(ringrun_finalize()); }, Release(),
+        "Collective: fails pending async ops, stops the engine, closes the connections.");
+  m.def("is_initialized", &initialized);
+  m.def("rank", [] { return query(&ringrun_rank); });
+  m.def("size", [] { return query(&ringrun_size); });
+  m.def("local_rank", [] { return query(&ringrun_local_rank); });
+  m.def("local_size", [] { return query(&ringrun_local_size); });
+  m.def("cross_rank", [] { return query(&ringrun_cross_rank); });
+  m.def("cross_size", [] { return query(&ringrun_cross_size); });
+  m.def("transport_name", []() -> py::object {
+    const char* name = ringrun_transport_name();
+    if (!name) return py::none();
+    return py::str(name);
+  });
+#ifdef RINGRUN_PY_NCCL
+  m.attr("NCCL_BUILT") = true;
+#else
+  m.attr("NCCL_BUILT") = false;
+#endif
+}
+
+void define_synchronous(py::module_& m) {
+  m.def("allreduce",
+        [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int dtype, int op) {
+          check(ringrun_allreduce(as_ptr(send), as_mut(recv), count, as_dtype(dtype), as_op(op)));
+        },
+        Release(), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("dtype"), py::arg("op"));
+  m.def("broadcast",
+        [](std::uintptr_t buf, std::size_t count, int dtype, int root) {
+          check(ringrun_broadcast(as_mut(buf), count, as_dtype(dtype), root));
+        },
+        Release(), py::arg("buf"), py::arg("count"), py::arg("dtype"), py::arg("root"));
+  m.def("allgather",
+        [](std::uintptr_t send, std::size_t count, int dtype, std::uintptr_t recv) {
+          check(ringrun_allgather(as_ptr(send), count, as_dtype(dtype), as_mut(recv)));
+        },
+        Release(), py::arg("send"), py::arg("count"), py::arg("dtype"), py::arg("recv"));
+  m.def("barrier", [] { check(ringrun_barrier()); }, Release());
+}
+
+void define_async(py::module_& m) {
+  // Submissions only queue the op (the engine's thread runs it): they keep the GIL.
+  m.def("allreduce_async",
+        [](const char* name, std::uintptr_t send, std::uintptr_t recv, std::size_t count, int dtype, int op) {
+          ringrun_handle handle = nullptr;
+          check(ringrun_allreduce_async(name, as_ptr(send), as_mut(recv), count, as_dtype(dtype), as_op(op), &handle));
+          return from_handle(handle);
+        },
+        py::arg("name"), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("dtype"), py::arg("op"));
+  m.def("broadcast_async",
+        [](const char* name, std::uintptr_t buf, std::size_t count, int dtype, int root) {
+          ringrun_handle handle = nullptr;
+          check(ringrun_broadcast_async(name, as_mut(buf), count, as_dtype(dtype), root, &handle));
+          return from_handle(handle);
+        },
+        py::arg("name"), py::arg("buf"), py::arg("count"), py::arg("dtype"), py::arg("root"));
+  m.def("allgather_async",
+        [](const char* name, std::uintptr_t send, std::size_t count, int dtype, std::uintptr_t recv) {
+          ringrun_handle handle = nullptr;
+          check(ringrun_allgather_async(name, as_ptr(send), count, as_dtype(dtype), as_mut(recv), &handle));
+          return from_handle(handle);
+        },
+        py::arg("name"), py::arg("send"), py::arg("count"), py::arg("dtype"), py::arg("recv"));
+  m.def("wait", [](std::uintptr_t handle) { check(ringrun_wait(to_handle(handle))); }, Release(),
+        "Waits for the op and releases its handle; raises its error.");
+  m.def("test",
+        [](std::uintptr_t handle) {
+          int done = 0;
+          check(ringrun_test(to_handle(handle), &done));
+          return done != 0;
+        },
+        "True once the op has completed (successfully or not); the handle stays valid.");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ringrun, m) {
+  m.doc() = "ringrun's runtime (the C API) for Python; use ringrun.torch.";
+  static py::exception<InternalError> internal_error(m, "InternalError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InternalError& e) {
+      py::object error = py::handle(internal_error.ptr())(e.what());
+      error.attr("code") = e.code;
+      PyErr_SetObject(internal_error.ptr(), error.ptr());
+    }
+  });
+  for (auto [name, value] : {std::pair{"FLOAT32", RINGRUN_FLOAT32}, {"FLOAT64", RINGRUN_FLOAT64},
+                             {"FLOAT16", RINGRUN_FLOAT16}, {"BFLOAT16", RINGRUN_BFLOAT16}, {"INT32", RINGRUN_INT32},
+                             {"INT64", RINGRUN_INT64}, {"UINT8", RINGRUN_UINT8}})
+    m.attr(name) = static_cast<int>(value);
+  for (auto [name, value] : {std::pair{"SUM", RINGRUN_SUM}, {"AVERAGE", RINGRUN_AVERAGE}, {"MIN", RINGRUN_MIN},
+                             {"MAX", RINGRUN_MAX}, {"PRODUCT", RINGRUN_PRODUCT}})
+    m.attr(name) = static_cast<int>(value);
+  define_queries(m);
+  define_synchronous(m);
+  define_async(m);
+}
