@@ -201,12 +201,18 @@ def _dtype_code(tensor, what):
     return code
 
 
-def _check_tensor(tensor, what):
-    """The dtype code of a tensor the runtime can take, or ValueError naming the problem."""
+def _check_dense(tensor, what):
+    """ValueError unless tensor is a dense torch.Tensor (before anything is allocated like it)."""
     if not isinstance(tensor, torch.Tensor):
         raise ValueError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.is_sparse:
+    if tensor.layout != torch.strided:
         raise ValueError(f"{what}: sparse tensors are not supported; pass tensor.to_dense()")
+    return tensor
+
+
+def _check_tensor(tensor, what):
+    """The dtype code of a tensor the runtime can take, or ValueError naming the problem."""
+    _check_dense(tensor, what)
     if tensor.device.type == "cuda":
         if not nccl_built():
             raise ValueError(f"{what}: the tensor is on {tensor.device} but this ringrun build has no NCCL; "

@@ -12,8 +12,9 @@ import time
 import torch
 
 from ringrun import _ringrun
-from ringrun.torch.basics import (Average, Sum, _add_pending, _auto_name, _check_process_set, _check_tensor,
-                                  _completed, _op_code, global_process_set, rank, size, synchronize)
+from ringrun.torch.basics import (Average, Sum, _add_pending, _auto_name, _check_dense, _check_process_set,
+                                  _check_tensor, _completed, _op_code, global_process_set, rank, size,
+                                  synchronize)
 from ringrun.torch.compression import Compression
 
 
@@ -106,7 +107,7 @@ def _broadcast_async(tensor, output, root_rank, name, what):
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts broadcasting ``tensor`` of ``root_rank`` into a new tensor on every rank."""
     _check_process_set(process_set, "broadcast_async")
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    output = torch.empty_like(_check_dense(tensor, "broadcast_async"), memory_format=torch.contiguous_format)
     return _broadcast_async(tensor, output, root_rank, name, "broadcast_async")
 
 

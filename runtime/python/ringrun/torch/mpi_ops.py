@@ -14,8 +14,8 @@ from ringrun.torch.basics import (  # noqa: F401 - re-exported as horovod.torch.
     cross_size, cuda_built, global_process_set, gloo_built, gloo_enabled, init, is_homogeneous,
     is_initialized, local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
     poll, rank, rocm_built, shutdown, size, synchronize)
-from ringrun.torch.basics import (_add_pending, _auto_name, _check_process_set, _check_tensor, _completed,
-                                  _op_code)
+from ringrun.torch.basics import (_add_pending, _auto_name, _check_dense, _check_process_set, _check_tensor,
+                                  _completed, _op_code)
 from ringrun.torch.compression import Compression
 from ringrun.torch.gather_ops import (  # noqa: F401
     allgather, allgather_async, alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
@@ -67,7 +67,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     """
     _check_process_set(process_set, "allreduce_async")
     op = _op_code(op, average, "allreduce_async")
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    output = torch.empty_like(_check_dense(tensor, "allreduce_async"), memory_format=torch.contiguous_format)
     return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, "allreduce_async")
 
 
@@ -113,7 +113,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """
     _check_process_set(process_set, "allreduce")
     op = _op_code(op, average, "allreduce")
-    compressed, ctx = compression.compress(tensor)
+    compressed, ctx = compression.compress(_check_dense(tensor, "allreduce"))
     if name is None and not (torch.is_grad_enabled() and compressed.requires_grad):
         output = torch.empty_like(compressed, memory_format=torch.contiguous_format)
         reduced = _allreduce_now(compressed, output, op, prescale_factor, postscale_factor, "allreduce")
@@ -152,7 +152,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     """Starts allreduces of a list of tensors as one group; synchronize() returns the list of results."""
     _check_process_set(process_set, "grouped_allreduce_async")
     op = _op_code(op, average, "grouped_allreduce_async")
-    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    outputs = [torch.empty_like(_check_dense(t, "grouped_allreduce_async"), memory_format=torch.contiguous_format) for t in tensors]
     return _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor, "grouped_allreduce_async")
 
 

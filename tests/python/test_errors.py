@@ -1,0 +1,57 @@
+# ringrun-test: np=2,3 timeout=60
+"""Errors are Python exceptions on every rank, never a hang: ranks that disagree on a tensor's
+size or dtype raise InternalError naming the tensor and the ranks, and the job goes on; bad
+arguments raise ValueError with the fix; unsupported Horovod features say so."""
+import torch
+
+import ringrun.torch as hvd
+
+
+def raises(kind, fragment, call):
+    try:
+        call()
+    except kind as e:
+        assert fragment in str(e), (fragment, str(e))
+        return e
+    raise AssertionError(f"expected {kind.__name__} containing {fragment!r}")
+
+
+try:
+    hvd.size()
+    raise AssertionError("size() before init() must raise")
+except ValueError as e:
+    assert "init()" in str(e), e
+
+hvd.init()
+R, N = hvd.rank(), hvd.size()
+assert issubclass(hvd.InternalError, RuntimeError) and hvd.HorovodInternalError is hvd.InternalError
+
+# Mismatches across ranks, through the engine (named) and the plain path (unnamed).
+e = raises(hvd.InternalError, "tensor 'bad.count'", lambda: hvd.allreduce(torch.ones(3 + R), name="bad.count"))
+assert "rank 0" in str(e) and f"rank {N - 1}" in str(e), e
+raises(hvd.InternalError, "float64", lambda: hvd.allreduce(torch.ones(3, dtype=torch.float64 if R else torch.float32),
+                                                            name="bad.dtype"))
+raises(hvd.InternalError, "bad.bcast", lambda: hvd.broadcast(torch.ones(2 + R), root_rank=0, name="bad.bcast"))
+# ... and the job goes on.
+assert torch.equal(hvd.allreduce(torch.ones(4), name="after", op=hvd.Sum), torch.full((4,), float(N)))
+
+# The caller's mistakes: ValueError naming the argument and the fix.
+raises(ValueError, "root_rank 7", lambda: hvd.broadcast_(torch.ones(2), root_rank=7))
+raises(ValueError, "dtype torch.int16 is not supported", lambda: hvd.allreduce(torch.ones(2, dtype=torch.int16)))
+raises(ValueError, "sparse", lambda: hvd.allreduce(torch.ones(2).to_sparse()))
+raises(ValueError, "either op or the deprecated average", lambda: hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum))
+raises(ValueError, "unknown or already synchronized", lambda: hvd.synchronize(123456))
+h = hvd.allreduce_async(torch.ones(2))
+hvd.synchronize(h)
+raises(ValueError, "unknown or already synchronized", lambda: hvd.synchronize(h))
+raises(ValueError, "splits", lambda: hvd.alltoall(torch.ones(N + 1, 2)))
+raises(ValueError, "shape beyond the first", lambda: hvd.allgather(torch.ones(2, 2 + R)))
+raises(ValueError, "floating-point", lambda: hvd.allreduce(torch.ones(2, dtype=torch.int32), prescale_factor=2.0))
+
+# What ringrun does not have, by name.
+raises(NotImplementedError, "Adasum", lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum))
+raises(NotImplementedError, "process sets", lambda: hvd.allreduce(torch.ones(2), process_set=object()))
+raises(NotImplementedError, "MPI communicator", lambda: hvd.init(comm=[0, 1]))
+
+hvd.shutdown()
+print(f"rank {R}: errors ok")
