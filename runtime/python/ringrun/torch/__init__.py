@@ -28,3 +28,7 @@ from ringrun.torch.gather_ops import (  # noqa: F401
 from ringrun.torch.mpi_ops import (  # noqa: F401
     allreduce, allreduce_, allreduce_async, allreduce_async_, grouped_allreduce, grouped_allreduce_,
     grouped_allreduce_async, grouped_allreduce_async_)
+from ringrun.torch.functions import (  # noqa: F401
+    allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters)
+from ringrun.torch.optimizer import DistributedOptimizer  # noqa: F401
+from ringrun.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -95,6 +95,8 @@ class _Allreduce(torch.autograd.Function):
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
         ctx.op, ctx.prescale_factor, ctx.postscale_factor = op, prescale_factor, postscale_factor
         output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+        if name is None:  # the same call as without autograd, whether a rank's tensor requires grad or not
+            return _allreduce_now(tensor, output, op, prescale_factor, postscale_factor, "allreduce")
         return synchronize(_allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, "allreduce"))
 
     @staticmethod

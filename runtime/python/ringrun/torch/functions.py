@@ -1,0 +1,152 @@
+"""Model, optimizer and object broadcasts: horovod.torch's functions over ringrun's collectives."""
+
+import pickle
+
+import numpy as np
+import torch
+
+from ringrun.torch.mpi_ops import allgather, broadcast_, broadcast_async_, rank, size, synchronize
+
+__all__ = ['broadcast_parameters', 'broadcast_optimizer_state', 'broadcast_object',
+           'allgather_object']
+
+
+def broadcast_parameters(params, root_rank):
+    """Overwrite every rank's parameters with root_rank's, in place.
+
+    Arguments:
+        params: ``model.state_dict()`` (a dict of tensors), ``model.named_parameters()``
+            (name, tensor) pairs, or ``model.parameters()`` (tensors).
+        root_rank: the rank whose values every rank receives.
+    """
+    if isinstance(params, dict):
+        params = sorted(params.items())
+    elif isinstance(params, (list, tuple)) or hasattr(params, '__iter__'):
+        params = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        raise ValueError('broadcast_parameters: params must be model.state_dict(), '
+                         'model.named_parameters() or model.parameters(); got %s.'
+                         % type(params).__name__)
+    handles = []
+    for i, (name, p) in enumerate(params):
+        if not torch.is_tensor(p):
+            raise ValueError('broadcast_parameters: %r is a %s, not a tensor.'
+                             % (name if name is not None else i, type(p).__name__))
+        # Names match the ops across ranks; unnamed tensors are named by position.
+        op_name = 'broadcast_parameters.%s' % (name if name is not None else i)
+        # .data: an in-place write to a leaf that requires grad must bypass autograd.
+        handles.append(broadcast_async_(p.data, root_rank, name=op_name))
+    for handle in handles:
+        synchronize(handle)
+
+
+def _zero_step(optimizer):
+    """Create a fresh optimizer's state with one step on zero gradients, leaving the
+    parameters and gradients as they were."""
+    saved = []
+    for group in optimizer.param_groups:
+        for p in group['params']:
+            if p.requires_grad:
+                saved.append((p, p.detach().clone(), p.grad))
+                p.grad = torch.zeros_like(p)
+    if getattr(optimizer, '_ringrun_distributed', False):
+        # A DistributedOptimizer's own step() would allreduce: take the wrapped class's step.
+        super(optimizer.__class__, optimizer).step()
+    else:
+        optimizer.step()
+    with torch.no_grad():
+        for p, value, grad in saved:
+            p.copy_(value)  # the zero step may still move parameters (weight decay)
+            p.grad = grad
+
+
+def broadcast_optimizer_state(optimizer, root_rank):
+    """Overwrite every rank's optimizer state (per-parameter state such as Adam's moments and
+    step, and the param_groups' options such as lr) with root_rank's.
+
+    An optimizer without state yet (no step taken) gets it first from one step on zero
+    gradients that leaves the parameters unchanged, so a fresh optimizer can receive the state
+    of one loaded from a checkpoint. Parameter groups must match across ranks.
+    """
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError('cannot broadcast torch.optim.LBFGS state; broadcast its state_dict() '
+                         'with broadcast_object and load_state_dict instead.')
+    if len(optimizer.state) == 0:
+        _zero_step(optimizer)
+
+    # Options (lr, betas, ...) and non-tensor state travel pickled in one object; state tensors
+    # are broadcast in place, named by their group, position and key.
+    options = [{k: v for k, v in group.items() if k != 'params'} for group in optimizer.param_groups]
+    scalars = {}
+    handles = []
+    for gi, group in enumerate(optimizer.param_groups):
+        for pi, p in enumerate(group['params']):
+            for key, value in sorted(optimizer.state.get(p, {}).items(), key=lambda kv: str(kv[0])):
+                if torch.is_tensor(value):
+                    name = 'broadcast_optimizer_state.%d.%d.%s' % (gi, pi, key)
+                    handles.append(broadcast_async_(value, root_rank, name=name))
+                else:
+                    scalars[(gi, pi, key)] = value
+    options, scalars = broadcast_object((options, scalars), root_rank,
+                                        name='broadcast_optimizer_state.options')
+    for handle in handles:
+        synchronize(handle)
+
+    if len(options) != len(optimizer.param_groups):
+        raise ValueError('broadcast_optimizer_state: rank %d has %d param groups, rank %d has %d; '
+                         'build the optimizer the same way on every rank.'
+                         % (rank(), len(optimizer.param_groups), root_rank, len(options)))
+    for group, received in zip(optimizer.param_groups, options):
+        group.update(received)
+    for (gi, pi, key), value in scalars.items():
+        p = optimizer.param_groups[gi]['params'][pi]
+        optimizer.state[p][key] = value
+
+
+def _to_bytes_tensor(obj):
+    return torch.from_numpy(np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy())
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """Return root_rank's obj on every rank (any picklable object, e.g. a state_dict or epoch).
+
+    Arguments:
+        obj: the object to send (ignored on the other ranks).
+        root_rank: the rank that sends.
+        name: the broadcasts' name, the same on every rank; default 'broadcast_object' (not the
+            type's name as in Horovod, so that ranks passing None instead of obj still match).
+    """
+    if name is None:
+        name = 'broadcast_object'
+    if rank() == root_rank:
+        data = _to_bytes_tensor(obj)
+        length = torch.tensor([data.numel()], dtype=torch.int64)
+        broadcast_(length, root_rank, name=name + '.sz')
+    else:
+        length = torch.zeros(1, dtype=torch.int64)
+        broadcast_(length, root_rank, name=name + '.sz')
+        data = torch.empty(int(length.item()), dtype=torch.uint8)
+    broadcast_(data, root_rank, name=name + '.t')
+    if rank() == root_rank:
+        return obj
+    return pickle.loads(data.numpy().tobytes())
+
+
+def allgather_object(obj, name=None):
+    """Return the list of every rank's obj, indexed by rank (objects may differ per rank).
+
+    Arguments:
+        obj: this rank's picklable object.
+        name: the allgathers' name, the same on every rank; default 'allgather_object' (not the
+            type's name as in Horovod, so that objects of different types still match).
+    """
+    if name is None:
+        name = 'allgather_object'
+    data = _to_bytes_tensor(obj)
+    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=name + '.sz').tolist()
+    gathered = allgather(data, name=name + '.t').numpy()
+    objects, start = [], 0
+    for n in sizes:
+        objects.append(pickle.loads(gathered[start:start + n].tobytes()))
+        start += n
+    return objects
