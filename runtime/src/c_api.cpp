@@ -107,6 +107,20 @@ int ringrun_init(void) {
                                                         boot.size, boot.source, e.what()));
     }
     g_runtime.exchange = std::move(boot.exchange);
+    // Every rank's engine joins negotiation cycles from the start, as Horovod's init starts its
+    // background thread (see start_process_engine). RINGRUN_ENGINE_AT_INIT=0 keeps the synchronous
+    // calls on the transports' direct path until a first async op, for programs that make none.
+    if (env_int("RINGRUN_ENGINE_AT_INIT", 0, 1).value_or(1) == 1) {
+      try {
+        ringrun::engine::start_process_engine();
+      } catch (...) {
+        g_runtime.communicator->abort();
+        g_runtime.communicator.reset();
+        g_runtime.exchange.reset();
+        release_bootstrap_resources();
+        throw;
+      }
+    }
     clear_error();
     return RINGRUN_OK;
   } catch (...) {

@@ -5,6 +5,7 @@
 // a data loader's) run meanwhile. Failures raise: ValueError for a bad argument or a call
 // before init(), ringrun._ringrun.InternalError (a RuntimeError) for everything a peer or the
 // collective itself caused (mismatch, dead peer, stall shutdown, timeout).
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,8 @@ struct InternalError : std::runtime_error {
   InternalError(int c, const std::string& message) : std::runtime_error(message), code(c) {}
 };
 
+bool initialized() { return ringrun_transport_name() != nullptr; }
+
 // Reads the thread's message before anything else can overwrite it (still without the GIL: the
 // same thread made the call).
 void check(int code) {
@@ -33,7 +36,9 @@ void check(int code) {
   std::string message = ringrun_last_error();
   if (message.empty()) message = "ringrun error " + std::to_string(code);
   if (code == RINGRUN_ERR_INVALID_ARGUMENT) throw py::value_error(message);
-  if (code == RINGRUN_ERR_NOT_INITIALIZED)
+  // Not initialized here: the caller's mistake. (A pending op that a peer's finalize failed
+  // carries the same code while this rank's runtime still runs: the peer's doing.)
+  if (code == RINGRUN_ERR_NOT_INITIALIZED && !initialized())
     throw py::value_error(message + " (call ringrun.torch.init() first)");
   throw InternalError(code, message);
 }
@@ -47,7 +52,6 @@ ringrun_op as_op(int op) { return static_cast<ringrun_op>(op); }
 std::uintptr_t from_handle(ringrun_handle handle) { return reinterpret_cast<std::uintptr_t>(handle); }
 ringrun_handle to_handle(std::uintptr_t handle) { return reinterpret_cast<ringrun_handle>(handle); }
 
-bool initialized() { return ringrun_transport_name() != nullptr; }
 
 int query(int (*getter)()) {
   const int value = getter();
@@ -98,6 +102,16 @@ void define_synchronous(py::module_& m) {
         },
         Release(), py::arg("send"), py::arg("count"), py::arg("dtype"), py::arg("recv"));
   m.def("barrier", [] { check(ringrun_barrier()); }, Release());
+  // For scripts/bench-torch: the C side of "a Python allreduce against the C call".
+  m.def("time_allreduce",
+        [](std::uintptr_t ptr, std::size_t count, int dtype, int op, std::size_t iterations) {
+          const auto start = std::chrono::steady_clock::now();
+          for (std::size_t i = 0; i < iterations; ++i)
+            check(ringrun_allreduce(as_ptr(ptr), as_mut(ptr), count, as_dtype(dtype), as_op(op)));
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        },
+        Release(), py::arg("ptr"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("iterations"),
+        "Runs ringrun_allreduce in place on ptr `iterations` times; returns the elapsed seconds (benchmarks).");
 }
 
 void define_async(py::module_& m) {

@@ -31,6 +31,7 @@ inline constexpr EnvVariable kEnvironment[] = {
   {"SLURM_PROCID", "rank under srun (with SLURM_NTASKS)"},
   {"PMI_RANK", "rank under a PMI-1/2 launcher (with PMI_SIZE)"},
   {"MASTER_ADDR", "with MASTER_PORT: rank 0 hosts the rendezvous store there when there is no PMIx"},
+  {"RINGRUN_ENGINE_AT_INIT", "0: start the engine at the first async op instead of in ringrun_init (synchronous calls take the direct path until then)"},
   {"RINGRUN_FUSION_THRESHOLD_MB", "engine: fusion buffer size in MiB (default 128; 0: no fusion)"},
   {"RINGRUN_CYCLE_TIME_MS", "engine: longest wait between negotiation cycles while ops are pending (default 1)"},
   {"RINGRUN_TIMELINE_FILENAME", "engine: rank 0 writes a Chrome trace-event JSON timeline there"},

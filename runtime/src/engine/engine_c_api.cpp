@@ -144,6 +144,8 @@ int synchronous_collective(const char* what, const OpRequest& request) {
   }
 }
 
+void start_process_engine() { process_engine("ringrun_init"); }
+
 void shutdown_process_engine() noexcept {
   auto& engine = engine_slot();
   if (!engine) return;
