@@ -481,7 +481,9 @@ OpRef Engine::submit(OpRequest request) {
   if (request.kind == Collective::broadcast && (request.root < 0 || request.root >= size_))
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("tensor '{}': broadcast root {} is not a rank (size {})", name, request.root, size_));
-  auto [engine_hold, state] = OpState::create(driver_);
+  // Not a structured binding: its names are not implicitly moved by `return` (clang refuses the
+  // copy; only GCC moves them).
+  std::pair<OpRef, OpRef> holds = OpState::create(driver_);  // the engine's, the submitter's
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
@@ -516,11 +518,11 @@ OpRef Engine::submit(OpRequest request) {
     // flow it looks every batch window by itself, and a wake-up costs more than a small op. (No
     // clock read here: the thread times the batch from when it first sees it.)
     if (submitted_.empty()) wake = thread_sleeps_long_;
-    submitted_.emplace_back(std::move(request), std::move(engine_hold), node);  // (a constructor: no zero fill first)
+    submitted_.emplace_back(std::move(request), std::move(holds.first), node);  // (a constructor: no zero fill first)
     has_submitted_.store(true, std::memory_order_relaxed);
   }
   if (wake) wake_.notify_one();
-  return state;
+  return std::move(holds.second);
 }
 
 EngineStats Engine::stats() const {
