@@ -6,10 +6,12 @@
 
 #include <ringrun/allocation.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ringrun {
@@ -40,6 +42,25 @@ struct Check {
 };
 
 // ---- facts, gathered at the edges -------------------------------------------------------------
+
+struct ProgramOutput {
+  int exit_code = -1;  // -1: killed (timeout or signal)
+  std::string output;  // stdout and stderr together
+};
+// Runs argv (argv[0] a path) without a shell, stdin from /dev/null, stdout+stderr captured; kills
+// it after timeout. nullopt when it could not be started.
+std::optional<ProgramOutput> run_program(const std::vector<std::string>& argv, std::chrono::seconds timeout);
+
+// The Python binding (ringrun.torch) beside this executable and the torch it would run with.
+struct PythonBindingFacts {
+  std::optional<std::string> package_dir;  // the folder holding ringrun/ (what ranks get on PYTHONPATH)
+  std::string searched;                    // where it was looked for (for the message when not found)
+  std::optional<std::string> module;       // the _ringrun*.so in package_dir/ringrun
+  std::optional<std::string> torch_version;
+  std::string torch_error;  // why `import torch` failed: the error's last line (the exception), or a timeout
+};
+// Finds the package like the launcher does and asks /usr/bin/python3 for torch's version (20 s).
+PythonBindingFacts probe_python_binding();
 
 struct LibraryProbe {
   std::optional<std::string> version;  // "2.21.5"; nullopt when not loaded
@@ -78,6 +99,7 @@ struct HostFacts {
   std::optional<std::uint64_t> shm_total_bytes;     // nullopt = /dev/shm missing
   std::optional<std::string> network_interface;     // --network-interface or RINGRUN_NETWORK_INTERFACE
   std::vector<NetInterface> interfaces;             // /sys/class/net
+  std::optional<PythonBindingFacts> python;         // nullopt: not probed (no check)
 };
 
 // ---- pure checks ------------------------------------------------------------------------------
@@ -99,6 +121,9 @@ Check check_shm(std::optional<std::uint64_t> total_bytes);
 Check check_network_interface(const std::optional<std::string>& chosen, const std::vector<NetInterface>& interfaces);
 // NCCL_SOCKET_IFNAME set to an exclude list that does not also exclude lo (NCCL then may pick lo).
 std::optional<Check> check_nccl_socket_ifname(const Environment& env);
+
+// ringrun.torch usable: the package, its module and torch. WARN, never FAIL: only Python jobs need it.
+Check check_python_binding(const PythonBindingFacts& facts);
 
 // Every check, in report order.
 std::vector<Check> run_checks(const HostFacts& facts);
@@ -164,8 +189,11 @@ struct BuildFacts {
   std::optional<std::vector<std::string>> gpus;  // names seen by hwloc; nullopt: hwloc failed
   std::optional<std::vector<std::string>> nics;
   std::string topology_error;
+  PythonBindingFacts python;
 };
 std::string render_check_build(const BuildFacts& facts);
+// check-build's line for the binding: whether it is ready, and its text.
+std::pair<bool, std::string> python_binding_line(const PythonBindingFacts& facts);
 
 // Whether `ompi_info` output shows Open MPI's SLURM support (ras/plm/ess slurm components).
 bool ompi_has_slurm_support(std::string_view ompi_info_output);

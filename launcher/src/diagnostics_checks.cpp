@@ -424,6 +424,7 @@ std::vector<Check> run_checks(const HostFacts& facts) {
   checks.push_back(check_shm(facts.shm_total_bytes));
   checks.push_back(check_network_interface(facts.network_interface, facts.interfaces));
   if (auto check = check_nccl_socket_ifname(facts.env)) checks.push_back(std::move(*check));
+  if (facts.python) checks.push_back(check_python_binding(*facts.python));
   return checks;
 }
 
@@ -740,9 +741,8 @@ std::string render_check_build(const BuildFacts& facts) {
     out += box(false, "C: " + facts.runtime_library_error);
     out += box(false, "C++: " + facts.runtime_library_error);
   }
-  out += box(false, fmt::format("Python binding: not part of ringrun {} yet; torch scripts run unchanged through the "
-                                "RANK/WORLD_SIZE/MASTER_ADDR variables ringrun sets",
-                                facts.version));
+  const auto [python_ready, python_text] = python_binding_line(facts.python);
+  out += box(python_ready, python_text);
 
   out += "\nAvailable launchers:\n";
   out += box(true, "local");

@@ -69,14 +69,9 @@ std::optional<std::string> find_in_path(const Environment& env, const std::strin
   return std::nullopt;
 }
 
-struct ProgramOutput {
-  int exit_code = -1;  // -1: killed (timeout or signal)
-  std::string output;  // stdout and stderr together
-};
+}  // namespace
 
-// Runs argv (argv[0] a path) without a shell, stdin from /dev/null, stdout+stderr captured; kills
-// it after timeout. nullopt when it could not be started.
-std::optional<ProgramOutput> run_program(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+std::optional<ProgramOutput> diagnostics::run_program(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return std::nullopt;
   posix_spawn_file_actions_t actions;
@@ -122,6 +117,8 @@ std::optional<ProgramOutput> run_program(const std::vector<std::string>& argv, s
   if (!killed && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;
 }
+
+namespace {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -298,6 +295,7 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
   facts.network_interface =
       options.network_interface ? options.network_interface : env_value(env, "RINGRUN_NETWORK_INTERFACE");
   facts.interfaces = probe_interfaces();
+  facts.python = probe_python_binding();
   return facts;
 }
 
@@ -470,6 +468,7 @@ int run_check_build(const Environment& env) {
   facts.shm_free_bytes = shm.free;
   facts.nccl = probe_nccl();
   facts.hwloc_version = hwloc_version();
+  facts.python = probe_python_binding();
   try {
     auto topo = topology::load_live();
     facts.gpus.emplace();

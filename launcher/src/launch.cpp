@@ -3,6 +3,7 @@
 #include "backend.hpp"
 #include "diagnostics.hpp"
 #include "interface_probe.hpp"
+#include "python_package.hpp"
 #include "srun_cache.hpp"
 
 #include <ringrun/slurm.hpp>
@@ -286,6 +287,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   }
   // NCCL facts of this host (the task shims find their own node's).
   in.nccl_version = topology::find_nccl_version();
+  in.python_package_dir = find_python_package_dir(executable_dir());
   if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
   // Several hosts: the interface all of them share, from one probe step over the nodes (not in a
   // dry run, which starts nothing; not for a job named by --jobid, whose nodes srun cannot reach

@@ -185,6 +185,25 @@ bool is_non_negative_integer(std::string_view s) {
   return !s.empty() && ec == std::errc() && ptr == s.data() + s.size() && value >= 0;
 }
 
+// Every rank's PYTHONPATH: the package folder before ringrun's own PYTHONPATH, or after the
+// user's -x PYTHONPATH (see make_plan); nullopt without a package folder. An empty value gets no
+// ':' (an empty entry would put the current directory on the path).
+std::optional<std::string> rank_python_path(const std::optional<std::string>& package_dir,
+                                            const std::map<std::string, std::string>& user_env,
+                                            const Environment& launcher_env) {
+  if (!package_dir) return std::nullopt;
+  const auto by_user = user_env.find("PYTHONPATH");
+  const auto inherited = launcher_env.find("PYTHONPATH");
+  const bool user_chose = by_user != user_env.end();
+  const std::string current = user_chose ? by_user->second
+                              : inherited != launcher_env.end() ? inherited->second
+                                                                : std::string();
+  if (current.empty()) return *package_dir;
+  for (const std::string& entry : split_on(current, ':'))
+    if (entry == *package_dir) return current;
+  return user_chose ? current + ":" + *package_dir : *package_dir + ":" + current;
+}
+
 }  // namespace
 
 std::optional<InterfaceChoice> choose_network_interface(const std::vector<NetworkInterface>& interfaces,
@@ -331,6 +350,7 @@ Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
                                        : std::string("ringrun: NCCL not found (libnccl.so.2); NCCL_IB_GID_INDEX is "
                                                      "reported, not set, unless --nccl-ib-gid-index is given"));
   const bool old_nccl = in.nccl_version && *in.nccl_version < nccl_version_code(2, 21, 0);
+  const std::optional<std::string> python_path = rank_python_path(in.python_package_dir, user_env, in.launcher_env);
   std::set<std::string> reported_ports;
 
   std::vector<int> counts = ranks_per_host(alloc, world_size);
@@ -475,6 +495,7 @@ Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
               value ? "=" + *value : "not set", why));
       }
       for (const auto& [k, v] : user_env) env[k] = v;
+      if (python_path) env["PYTHONPATH"] = *python_path;
       plan.ranks.push_back(std::move(r));
     }
   }

@@ -2,6 +2,7 @@
 // its rank, plans its own node from its own topology with the same make_plan the launcher used,
 // applies the slot (environment, CPU affinity) and execs the program.
 #include "interface_probe.hpp"
+#include "python_package.hpp"
 
 #include <ringrun/launch.hpp>
 #include <ringrun/topology.hpp>
@@ -136,6 +137,8 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   in.job_secret = env.count("RINGRUN_JOB_SECRET") ? env.at("RINGRUN_JOB_SECRET") : "";
   // This node's NCCL facts: the NCCL it loads and its HCA ports' RoCE GIDs.
   in.nccl_version = topology::find_nccl_version();
+  // The task shim is the launcher's own executable: the same package folder, found on this node.
+  in.python_package_dir = find_python_package_dir(executable_dir());
   in.roce_gid_indexes = topology::roce_gid_indexes(
       env.count("RINGRUN_SYSFS_ROOT") ? env.at("RINGRUN_SYSFS_ROOT") : std::string("/sys"), topo);
   in.node_layout = [&](std::size_t host, int local_size) {

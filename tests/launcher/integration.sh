@@ -206,6 +206,29 @@ PY
   grep -q '^\[0\]<stdout>:rank 0/2 local 0 sum 3$' "$work/out" || fail "$(cat "$work/out")"
   grep -q '^\[1\]<stdout>:rank 1/2 local 1 sum 3$' "$work/out" || fail "$(cat "$work/out")"
   ;;
+python_path)
+  # ringrun puts its own Python package folder (build/python here) first on every rank's
+  # PYTHONPATH, so `import ringrun` works with nothing set, under the local and mpirun backends.
+  [ -f "$build/python/ringrun/__init__.py" ] || { echo "SKIP: no build/python/ringrun (a build without the binding)"; exit 77; }
+  dir=$(realpath "$build/python")
+  # One write per line: mpirun tags each write, and an unbuffered print writes its newline apart.
+  where='import ringrun, os, sys; sys.stdout.write("ringrun in " + os.path.dirname(os.path.dirname(os.path.realpath(ringrun.__file__))) + " path " + os.environ["PYTHONPATH"] + "\n")'
+  timeout 60 env -u PYTHONPATH "$ringrun" -np 2 /usr/bin/python3 -c "$where" >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "$(cat "$work/err")"
+  for r in 0 1; do grep -qx "\[$r\]<stdout>:ringrun in $dir path $dir" "$work/out" || fail "local rank $r: $(cat "$work/out")"; done
+  # Before ringrun's own PYTHONPATH; after the user's -x PYTHONPATH=...
+  PYTHONPATH=/nonexistent/a timeout 60 "$ringrun" -np 1 --no-tag-output /usr/bin/python3 -c "$where" >"$work/out" 2>"$work/err"
+  grep -qx "ringrun in $dir path $dir:/nonexistent/a" "$work/out" || fail "inherited PYTHONPATH: $(cat "$work/out" "$work/err")"
+  timeout 60 "$ringrun" -np 1 --no-tag-output -x PYTHONPATH=/nonexistent/b /usr/bin/python3 -c "$where" >"$work/out" 2>"$work/err"
+  grep -qx "ringrun in $dir path /nonexistent/b:$dir" "$work/out" || fail "-x PYTHONPATH: $(cat "$work/out" "$work/err")"
+  env -u PYTHONPATH "$ringrun" -np 2 --dry-run --json true >"$work/plan"
+  [ "$(grep -o "\"PYTHONPATH\": \"$dir\"" "$work/plan" | wc -l)" -eq 2 ] || fail "dry run: $(cat "$work/plan")"
+  if command -v mpirun >/dev/null; then
+    timeout 60 env -u PYTHONPATH "$ringrun" --launcher mpirun -np 2 -H localhost:2 /usr/bin/python3 -c "$where" >"$work/out" 2>"$work/err"
+    expect_rc $? 0 "(mpirun) $(cat "$work/err")"
+    for r in 0 1; do grep -qx "\[$r\]<stdout>:ringrun in $dir path $dir" "$work/out" || fail "mpirun rank $r: $(cat "$work/out")"; done
+  fi
+  ;;
 mpirun_backend)
   # Under mpirun every task is `ringrun task`, which plans its node and execs the program.
   command -v mpirun >/dev/null || { echo "SKIP: mpirun missing"; exit 77; }

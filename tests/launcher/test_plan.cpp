@@ -159,6 +159,36 @@ TEST_CASE("plan: -x sets, copies and refuses identity variables") {
   CHECK(error_of([&] { make_plan(in, o); }).find("not a variable name") != std::string::npos);
 }
 
+TEST_CASE("plan: the Python package folder goes on every rank's PYTHONPATH") {
+  PlanInputs in = inputs(parse_hosts_flag("n1:2"));
+  // Without a package folder (a build without the binding) PYTHONPATH is not the plan's.
+  CHECK(make_plan(in, options(2)).ranks[0].env.count("PYTHONPATH") == 0);
+
+  in.python_package_dir = "/opt/rr/lib/python3/dist-packages";
+  Plan alone = make_plan(in, options(2));
+  for (const RankSlot& r : alone.ranks) CHECK(r.env.at("PYTHONPATH") == "/opt/rr/lib/python3/dist-packages");
+
+  // Before ringrun's own PYTHONPATH: the binding that matches this launcher wins.
+  in.launcher_env["PYTHONPATH"] = "/home/u/lib:/site";
+  CHECK(make_plan(in, options(2)).ranks[1].env.at("PYTHONPATH") == "/opt/rr/lib/python3/dist-packages:/home/u/lib:/site");
+  // Empty: no ':' (an empty entry means the current directory).
+  in.launcher_env["PYTHONPATH"] = "";
+  CHECK(make_plan(in, options(2)).ranks[0].env.at("PYTHONPATH") == "/opt/rr/lib/python3/dist-packages");
+  // Already listed (a nested ringrun, the task shim planning again): not added twice.
+  in.launcher_env["PYTHONPATH"] = "/a:/opt/rr/lib/python3/dist-packages";
+  CHECK(make_plan(in, options(2)).ranks[0].env.at("PYTHONPATH") == "/a:/opt/rr/lib/python3/dist-packages");
+
+  // -x PYTHONPATH=...: the user's order comes first, the folder after it.
+  LaunchOptions o = options(2);
+  o.env_args = {"PYTHONPATH=/mine"};
+  CHECK(make_plan(in, o).ranks[0].env.at("PYTHONPATH") == "/mine:/opt/rr/lib/python3/dist-packages");
+  // -x PYTHONPATH copies ringrun's value, which holds the folder already.
+  o.env_args = {"PYTHONPATH"};
+  CHECK(make_plan(in, o).ranks[1].env.at("PYTHONPATH") == "/a:/opt/rr/lib/python3/dist-packages");
+  o.env_args = {"PYTHONPATH="};
+  CHECK(make_plan(in, o).ranks[1].env.at("PYTHONPATH") == "/opt/rr/lib/python3/dist-packages");
+}
+
 TEST_CASE("plan: the node layout gives GPU, cpus, NIC and NCCL variables; the user's NCCL_* wins") {
   PlanInputs in = inputs(parse_hosts_flag("n1:2"));
   in.launcher_env = {{"NCCL_IB_HCA", "=mlx5_9:1"}};

@@ -102,6 +102,9 @@ struct PlanInputs {
   std::optional<int> nccl_version;               // ncclGetVersion of libnccl.so.2; nullopt: not found
   std::map<std::string, int> roce_gid_indexes;   // "mlx5_0:1" -> topology::roce_gid_index; absent: none
   std::optional<InterfaceChoice> chosen_interface;  // choose_network_interface, when no --network-interface
+  // The folder holding the `ringrun` Python package (ringrun.torch) beside this ringrun, found by
+  // the caller; every rank's PYTHONPATH gets it (see make_plan). nullopt: a build without it.
+  std::optional<std::string> python_package_dir;
 };
 
 struct RankSlot {
@@ -132,6 +135,11 @@ struct Plan {
 };
 
 // Throws InputError (usage: bad -np, too many ranks, ...) with a one-line message.
+// PYTHONPATH: with `python_package_dir`, every rank gets it first, before ringrun's own
+// PYTHONPATH (the binding that matches this launcher wins over another ringrun on the path). A
+// user's -x PYTHONPATH is the search order the user chose: kept first, with the folder appended
+// (so `import ringrun` still works). A folder already listed is not added again (nested ringrun,
+// the task shim re-planning under srun/mpirun).
 Plan make_plan(const PlanInputs& inputs, const LaunchOptions& options);
 
 // The number of ranks when -np is absent: the allocation's tasks, else its GPUs, else its hosts;

@@ -252,6 +252,38 @@ TEST_CASE("the report lists the relevant variables and redacts secrets") {
   CHECK(report.find("zzz") == std::string::npos);
 }
 
+TEST_CASE("check-build and doctor: the Python binding, its module and torch, each missing one with its fix") {
+  PythonBindingFacts facts;
+  facts.searched = "/opt/rr/python or /opt/rr/lib/python3/dist-packages";
+  facts.torch_error = "ModuleNotFoundError: No module named 'torch'";
+  auto [ready, line] = python_binding_line(facts);
+  CHECK_FALSE(ready);
+  CHECK(line == "Python binding: the ringrun package is not in /opt/rr/python or /opt/rr/lib/python3/dist-packages "
+                "(build with python3-dev and pybind11-dev installed (the ringrun_python target), or install ringrun)");
+  CHECK(check_python_binding(facts).status == Status::warn);
+
+  facts.package_dir = "/opt/rr/lib/python3/dist-packages";
+  std::tie(ready, line) = python_binding_line(facts);
+  CHECK_FALSE(ready);
+  CHECK(line.find("no _ringrun*.so in /opt/rr/lib/python3/dist-packages/ringrun (build the ringrun_python target") !=
+        std::string::npos);
+
+  facts.module = "/opt/rr/lib/python3/dist-packages/ringrun/_ringrun.cpython-311-x86_64-linux-gnu.so";
+  std::tie(ready, line) = python_binding_line(facts);
+  CHECK_FALSE(ready);
+  CHECK(line == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages, but torch not importable: "
+                "ModuleNotFoundError: No module named 'torch' (apt-get install python3-torch)");
+  Check check = check_python_binding(facts);
+  CHECK(check.status == Status::warn);
+  CHECK(check.fix == "apt-get install python3-torch");
+
+  facts.torch_version = "1.13.0a0";
+  std::tie(ready, line) = python_binding_line(facts);
+  CHECK(ready);
+  CHECK(line == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages (torch 1.13.0a0)");
+  CHECK(check_python_binding(facts).status == Status::pass);
+}
+
 TEST_CASE("check-build: checkbox layout, every unchecked box with its reason on the line") {
   BuildFacts facts;
   facts.version = "0.1.0";
@@ -271,7 +303,7 @@ TEST_CASE("check-build: checkbox layout, every unchecked box with its reason on 
   std::string text = render_check_build(facts);
   CHECK(text.rfind("ringrun v0.1.0:\n\nAvailable APIs:\n", 0) == 0);
   CHECK(text.find("    [X] C (ringrun/ringrun.h, /opt/ringrun/lib/libringrun_runtime.so.0)\n") != std::string::npos);
-  CHECK(text.find("    [ ] Python binding: not part of ringrun 0.1.0 yet") != std::string::npos);
+  CHECK(text.find("    [ ] Python binding: the ringrun package is not in ") != std::string::npos);
   CHECK(text.find("    [X] srun (/usr/bin/srun; MPI plugins: none, pmi2, pmix)\n") != std::string::npos);
   CHECK(text.find("    [X] mpirun (/usr/bin/mpirun; mpirun (Open MPI) 4.1.4; SLURM support: yes)\n") !=
         std::string::npos);
