@@ -97,7 +97,7 @@ class SrunBackend final : public ClusterBackend {
                                      "--distribution=block",
                                      "--kill-on-bad-exit=1",
                                      "--cpu-bind=none",  // the task shim pins, from the topology
-                                     "--label"};
+                                     "--label"};         // whose record follows (rank_output.hpp)
     // PMIx for MPI programs launched directly (ringrun's runtime meets through ringrun's store):
     // --srun-mpi pmix always, none never, auto where srun offers it.
     bool pmix = options.srun_mpi == "pmix";
@@ -120,7 +120,7 @@ class MpirunBackend final : public ClusterBackend {
   std::vector<std::string> launcher_argv(const Plan& plan, const LaunchOptions& options, const Environment&) const override {
     std::vector<std::string> argv = {"mpirun"};
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-    argv.push_back("--tag-output");
+    argv.push_back("--tag-output");  // whose chunk follows; the records make lines whole (rank_output.hpp)
     argv.push_back("-np");
     argv.push_back(std::to_string(plan.world_size));
     std::string hosts;

@@ -1,3 +1,5 @@
+#include "supervisor_output.hpp"
+
 #include <ringrun/supervisor.hpp>
 #include <ringrun/topology.hpp>
 
@@ -34,202 +36,6 @@ constexpr int kChildMemBindFailed = 3;
 constexpr unsigned kMaxNumaNodes = 1024;
 
 using Clock = std::chrono::steady_clock;
-
-// A line longer than this without a newline is written out in pieces: the alternative is
-// unbounded memory for a rank that writes binary data to stdout.
-constexpr std::size_t kMaxLine = 4u << 20;
-
-void write_all(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // EPIPE and friends: the reader is gone; keep draining the ranks regardless.
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
-// --output-filename: DIR/rank.N/{stdout,stderr}, opened when a rank first writes (for srun and
-// mpirun the ranks are only known from their tagged lines) or up front for local ranks.
-struct RankFiles {
-  std::optional<std::filesystem::path> dir;
-  std::map<std::pair<int, int>, int> fds;  // (rank, 1|2) -> fd
-  bool warned = false;
-
-  int get(int rank, int stream) {
-    if (!dir) return -1;
-    auto key = std::make_pair(rank, stream);
-    if (auto it = fds.find(key); it != fds.end()) return it->second;
-    std::filesystem::path d = *dir / fmt::format("rank.{}", rank);
-    std::error_code ec;
-    std::filesystem::create_directories(d, ec);
-    int fd = ec ? -1 : ::open((d / (stream == 1 ? "stdout" : "stderr")).c_str(),
-                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 && !warned) {
-      warned = true;
-      std::string line = fmt::format("ringrun: --output-filename: cannot write under '{}': {}\n", d.string(),
-                                     ec ? ec.message() : std::strerror(errno));
-      write_all(STDERR_FILENO, line.data(), line.size());
-    }
-    fds[key] = fd;
-    return fd;
-  }
-  ~RankFiles() {
-    for (auto& [k, fd] : fds)
-      if (fd >= 0) ::close(fd);
-  }
-};
-
-// The first failing rank as srun or mpirun reports it on its own stderr:
-//   srun:   "srun: error: n2: task 3: Exited with exit code 3"
-//   mpirun: "mpirun noticed that process rank 0 with PID 4242 on node vm exited on signal 9 (Killed)."
-//           "  Process name: [[32149,1],0]" then "  Exit code:    2"
-struct ReportedFailure {
-  std::optional<int> rank;
-  std::string host;
-  std::string what;  // "exited with code 3", "was killed by signal 9"
-  std::optional<int> pending_rank;  // mpirun's "Process name" line, waiting for its exit code
-
-  static std::optional<int> number(std::string_view s) {
-    std::size_t i = 0;
-    while (i < s.size() && s[i] == ' ') ++i;
-    std::size_t start = i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-    if (i == start || i - start > 9) return std::nullopt;
-    return std::stoi(std::string(s.substr(start, i - start)));
-  }
-
-  void note(std::string_view line, OutputRetag launcher) {
-    if (rank) return;
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-    if (launcher == OutputRetag::srun_label) {
-      constexpr std::string_view prefix = "srun: error: ";
-      if (!line.starts_with(prefix)) return;
-      line.remove_prefix(prefix.size());
-      std::size_t colon = line.find(": task ");
-      if (colon == std::string_view::npos) return;
-      std::string_view host = line.substr(0, colon);
-      std::string_view rest = line.substr(colon + 7);
-      auto r = number(rest);
-      std::size_t after = rest.find(": ");
-      if (!r || after == std::string_view::npos) return;
-      std::string_view status = rest.substr(after + 2);
-      constexpr std::string_view exited = "Exited with exit code ";
-      if (status.starts_with(exited)) what = fmt::format("exited with code {}", status.substr(exited.size()));
-      else what = fmt::format("was stopped ({})", status);
-      rank = r;
-      this->host = std::string(host);
-    } else if (launcher == OutputRetag::mpirun_tag) {
-      constexpr std::string_view noticed = "mpirun noticed that process rank ";
-      if (line.starts_with(noticed)) {
-        std::string_view rest = line.substr(noticed.size());
-        auto r = number(rest);
-        std::size_t node = rest.find(" on node ");
-        std::size_t sig = rest.find(" exited on signal ");
-        if (!r || node == std::string_view::npos || sig == std::string_view::npos || sig < node) return;
-        rank = r;
-        host = std::string(rest.substr(node + 9, sig - node - 9));
-        auto signal = number(rest.substr(sig + 18));
-        what = signal ? fmt::format("was killed by signal {}", *signal) : "was killed by a signal";
-        return;
-      }
-      std::size_t name = line.find("Process name: [[");  // [[jobid,vpid],rank]
-      if (name != std::string_view::npos) {
-        std::size_t job_end = line.find("],", name);
-        if (job_end != std::string_view::npos) pending_rank = number(line.substr(job_end + 2));
-        return;
-      }
-      std::size_t code = line.find("Exit code:");
-      if (code != std::string_view::npos && pending_rank) {
-        auto c = number(line.substr(code + 10));
-        if (!c) return;
-        rank = pending_rank;
-        what = fmt::format("exited with code {}", *c);
-      }
-    }
-  }
-};
-
-// One stream of one process: a pipe we read, split into whole lines, each written with one
-// write() so lines from different ranks never interleave.
-struct Stream {
-  int fd = -1;
-  int out_fd = -1;     // ringrun's stdout (1) or stderr (2)
-  int rank = 0;        // the rank, for OutputRetag::none
-  std::string label;   // "[3]" or "[srun]"
-  OutputRetag retag = OutputRetag::none;
-  bool tag = true;
-  RankFiles* files = nullptr;
-  ReportedFailure* reported = nullptr;  // srun/mpirun's own lines name the failing rank
-  std::string buffer;
-
-  // Splits a launcher's tagged line into (rank, content); false when it carries no rank tag.
-  bool parse_tag(std::string_view line, int& rank_out, std::string_view& content) const {
-    std::size_t i = 0;
-    if (retag == OutputRetag::srun_label) {
-      while (i < line.size() && line[i] == ' ') ++i;
-      std::size_t d = i;
-      while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
-      if (i == d || i + 1 >= line.size() + 1 || line.substr(i, 2) != ": ") return false;
-      rank_out = std::stoi(std::string(line.substr(d, i - d)));
-      content = line.substr(i + 2);
-      return true;
-    }
-    if (retag == OutputRetag::mpirun_tag) {
-      if (line.empty() || line[0] != '[') return false;
-      std::size_t comma = line.find(',');
-      std::size_t close = line.find(']');
-      if (comma == std::string_view::npos || close == std::string_view::npos || comma > close) return false;
-      std::string_view digits = line.substr(comma + 1, close - comma - 1);
-      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
-      rank_out = std::stoi(std::string(digits));
-      content = line.substr(close + 1);
-      for (std::string_view s : {"<stdout>:", "<stderr>:"})
-        if (content.starts_with(s)) content.remove_prefix(s.size());
-      return true;
-    }
-    return false;
-  }
-
-  void emit_line(std::string& out, std::string_view line /* with its newline */) {
-    const char* name = out_fd == STDOUT_FILENO ? "<stdout>:" : "<stderr>:";
-    int r = rank;
-    std::string_view content = line;
-    bool tagged = retag == OutputRetag::none;
-    if (!tagged && parse_tag(line, r, content)) tagged = true;
-    if (!tagged && reported) reported->note(line, retag);
-    if (tag) {
-      if (tagged && retag != OutputRetag::none) out += fmt::format("[{}]", r);
-      else out += label;
-      out += name;
-    }
-    out.append(content);
-    if (files && tagged) {
-      int f = files->get(r, out_fd);
-      if (f >= 0) write_all(f, content.data(), content.size());
-    }
-  }
-
-  void emit(bool at_eof) {
-    std::string out;
-    std::size_t start = 0;
-    for (;;) {
-      std::size_t nl = buffer.find('\n', start);
-      if (nl == std::string::npos) break;
-      emit_line(out, std::string_view(buffer).substr(start, nl + 1 - start));
-      start = nl + 1;
-    }
-    if ((at_eof && start < buffer.size()) || buffer.size() - start > kMaxLine) {
-      std::string last = buffer.substr(start) + "\n";
-      emit_line(out, last);
-      start = buffer.size();
-    }
-    if (!out.empty()) write_all(out_fd, out.data(), out.size());
-    buffer.erase(0, start);
-  }
-};
 
 struct Child {
   const ProcessSpec* spec = nullptr;
@@ -509,10 +315,10 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
     }
     std::string label = spec.label == "rank" ? fmt::format("[{}]", spec.rank) : fmt::format("[{}]", spec.label);
     RankFiles* rank_files = options.output_directory ? &files : nullptr;
-    streams.push_back(Stream{out[0], STDOUT_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files,
-                             nullptr, {}});
-    streams.push_back(Stream{err[0], STDERR_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files,
-                             spec.retag != OutputRetag::none ? &reported : nullptr, {}});
+    streams.emplace_back(out[0], STDOUT_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files,
+                         nullptr);
+    streams.emplace_back(err[0], STDERR_FILENO, spec.rank, label, spec.retag, options.tag_output, rank_files,
+                         spec.retag != OutputRetag::none ? &reported : nullptr);
   }
   if (devnull >= 0) ::close(devnull);
 
@@ -568,7 +374,7 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
       for (auto& c : children) ::kill(-c.pid, SIGKILL);
       for (auto& s : streams)
         if (s.fd >= 0) {
-          s.emit(true);
+          s.feed({}, true);
           ::close(s.fd);
           s.fd = -1;
         }
@@ -581,10 +387,9 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
       Stream& s = streams[stream_of[k - 1]];
       ssize_t n = ::read(s.fd, chunk.data(), chunk.size());
       if (n > 0) {
-        s.buffer.append(chunk.data(), static_cast<std::size_t>(n));
-        s.emit(false);
+        s.feed(std::string_view(chunk.data(), static_cast<std::size_t>(n)), false);
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        s.emit(true);
+        s.feed({}, true);
         ::close(s.fd);
         s.fd = -1;
       }

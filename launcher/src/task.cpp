@@ -3,6 +3,7 @@
 // applies the slot (environment, CPU affinity) and execs the program.
 #include "interface_probe.hpp"
 #include "python_package.hpp"
+#include "rank_output.hpp"
 
 #include <ringrun/launch.hpp>
 #include <ringrun/topology.hpp>
@@ -169,6 +170,8 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
       throw InputError(fmt::format("ringrun task: rank {}: cannot bind to cpus {}: {}", id.rank,
                                    topology::format_cpulist(slot.cpus), std::strerror(errno)));
   }
+  // Whole lines through srun and mpirun, whatever their own line handling does.
+  start_record_forwarder();
   // The program starts with no signal blocked. Under srun the tasks inherit the mask of the srun
   // that ringrun's supervisor started (SIGUSR1/SIGUSR2/SIGTERM... blocked); a rank's
   // `trap ... USR1` (the preemptible template's checkpoint) would never run.

@@ -126,6 +126,20 @@ output_integrity)
   done
   [ "$(wc -l <"$work/out")" -eq 36000 ] || fail "mangled or extra lines in stdout"
   ;;
+output_stress)
+  # Issue 18: many ranks, partial writes, tag-like bytes, long and short lines, stdout and stderr
+  # interleaved, no final newline: every line whole and tagged once, locally and under mpirun.
+  stress=$(cd "$(dirname "$0")" && pwd)/output_stress.py
+  timeout 120 "$ringrun" -np 8 /usr/bin/python3 "$stress" emit 200 >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "(local) $(tail -n 3 "$work/err")"
+  /usr/bin/python3 "$stress" check "$work/out" "$work/err" 8 200 || fail "local backend"
+  if command -v mpirun >/dev/null; then
+    timeout 120 "$ringrun" --launcher mpirun -np 8 -H localhost:8 /usr/bin/python3 "$stress" emit 200 \
+      >"$work/out" 2>"$work/err"
+    expect_rc $? 0 "(mpirun) $(tail -n 3 "$work/err")"
+    /usr/bin/python3 "$stress" check "$work/out" "$work/err" 8 200 || fail "mpirun backend"
+  fi
+  ;;
 output_filename)
   "$ringrun" -np 2 --output-filename "$work/logs" sh -c 'echo out-$RANK; echo err-$RANK >&2; printf no-newline' >/dev/null 2>&1
   expect_rc $? 0

@@ -4,7 +4,7 @@
 # of its own (namespace prefix and directory) and takes it down on exit. Exit 77 (ctest SKIP)
 # without root, network namespaces or Slurm.
 #   cluster_launcher_test.sh BUILD_DIR CASE
-#   CASE: srun_env | mpirun_env | failure_scancel | allreduce | templates
+#   CASE: srun_env | mpirun_env | failure_scancel | allreduce | templates | argv | doctor | output_stress
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +27,7 @@ done
 [[ -x $RINGRUN ]] || { echo "FAIL: $RINGRUN is not built" >&2; exit 1; }
 
 declare -A prefixes=([srun_env]=rrl1 [mpirun_env]=rrl2 [failure_scancel]=rrl3 [allreduce]=rrl4 [templates]=rrl5
-  [argv]=rrl6 [doctor]=rrl7)
+  [argv]=rrl6 [doctor]=rrl7 [output_stress]=rrl8)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 RINGRUN_CLUSTER_DIR=$(mktemp -d /tmp/ringrun-cluster-$CASE.XXXXXX)
 export RINGRUN_CLUSTER_DIR RINGRUN_CLUSTER_PREFIX=${prefixes[$CASE]}
@@ -261,6 +261,24 @@ case_argv() {
   state=$(wait_done "$job" 120)
   [[ $state == "COMPLETED 0:0" ]] || fail "argx job $job: '$state'"
   for r in 0 1; do cmp -s "$OUT/xval" "$OUT/argx.$r" || fail "-x value on rank $r: '$(cat "$OUT/argx.$r" 2>&1)'"; done
+}
+
+# Issue 18: under srun and mpirun across nodes, every line of every rank whole and tagged once:
+# lines over srun's 1024-byte cut, partial writes mpirun tags mid-line, bursts of short lines
+# mpirun's --tag-output would drop, stdout and stderr interleaved, no final newline.
+case_output_stress() {
+  local script job state launcher stress=$HERE/../output_stress.py
+  script=$(job_script stress.sh \
+    "'$RINGRUN' -- /usr/bin/python3 '$stress' emit 150 >'$OUT/srun.out' 2>'$OUT/srun.err'; echo srun-exit=\$?" \
+    "'$RINGRUN' --launcher mpirun -- /usr/bin/python3 '$stress' emit 150 >'$OUT/mpirun.out' 2>'$OUT/mpirun.err'; echo mpirun-exit=\$?")
+  job=$(submit -N2 --ntasks-per-node=2 "$script")
+  state=$(wait_done "$job" 180)
+  [[ $state == "COMPLETED 0:0" ]] || fail "output stress job $job: '$state'"
+  for launcher in srun mpirun; do
+    grep -qx "$launcher-exit=0" "$OUT/job-$job.out" || fail "$launcher: $(grep "$launcher-exit" "$OUT/job-$job.out")"
+    /usr/bin/python3 "$stress" check "$OUT/$launcher.out" "$OUT/$launcher.err" 4 150 ||
+      fail "$launcher: output stress (stderr: $(grep -v '<std' "$OUT/$launcher.err" | head -3))"
+  done
 }
 
 # doctor --all-nodes inside an allocation: one step over the nodes, one table per node.

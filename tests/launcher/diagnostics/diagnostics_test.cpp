@@ -330,3 +330,14 @@ TEST_CASE("version and size formatting") {
   CHECK(format_bytes(64ull << 20) == "64 MiB");
   CHECK(format_bytes(3ull << 29) == "1.5 GiB");
 }
+
+TEST_CASE("check-build without a reachable controller: PMIx support unknown until inside an allocation") {
+  BuildFacts facts;
+  facts.version = "0.1.0";
+  facts.srun_path = "/usr/bin/srun";
+  facts.srun_mpi_list_error = "srun: fatal: Could not establish a configuration source";
+  std::string text = render_check_build(facts);
+  CHECK(text.find("    [X] srun (/usr/bin/srun; PMIx support unknown until inside an allocation: `srun --mpi=list` "
+                  "needs a reachable SLURM controller)\n") != std::string::npos);
+  CHECK(text.find("fatal") == std::string::npos);
+}
