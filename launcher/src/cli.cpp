@@ -58,7 +58,8 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
                "ringrun"};
   app.footer("Usage: ringrun [OPTIONS] [--] PROGRAM [ARGS...]  |  ringrun topo|template|check-build|doctor [OPTIONS]\n"
              "Exit status: the failing rank's code (128+signal), 2 for bad usage, 127 when the program cannot be "
-             "executed.\nSee ringrun(1).");
+             "executed.\nPyTorch: `import ringrun.torch as hvd` (Horovod's API) in the program; ringrun puts the "
+             "package on every rank's PYTHONPATH.\nSee ringrun(1), ringrun-torch(3).");
   app.prefix_command();  // everything from the program name on belongs to the program
   app.set_help_flag("-h,--help", "Print this help and exit");
   app.set_version_flag("--version", std::string("ringrun ") + RINGRUN_VERSION);
@@ -145,7 +146,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
       ->type_name("SECONDS")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--stall-check-shutdown-time-seconds", L.stall_check_shutdown_s,
-                 "Engine: stop the job when a tensor waits this long (default: never)")
+                 "Engine: fail a tensor that waits this long on every rank (InternalError in Python; default: never)")
       ->type_name("SECONDS")
       ->check(CLI::NonNegativeNumber);
 
