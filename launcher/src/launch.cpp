@@ -110,16 +110,6 @@ LauncherKind resolve_launcher(LauncherKind requested, const Allocation& alloc, c
   return all_local ? LauncherKind::local : LauncherKind::mpirun;
 }
 
-std::optional<std::vector<std::string>> split_list(const Environment& env, const char* name) {
-  auto it = env.find(name);
-  if (it == env.end()) return std::nullopt;
-  std::vector<std::string> items;
-  std::stringstream ss(it->second);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
 // The MPI plugins srun offers (`srun --mpi=list`), asked without a shell; empty when srun is absent.
 std::vector<std::string> srun_mpi_plugins(const Environment& env) {
   std::string path = env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin";
@@ -264,11 +254,12 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // The per-node cache: a live load scans PCI, which on a VM costs more than starting the ranks.
   else if (options.launcher == LauncherKind::local) topo = topology::load_live_cached();
 
-  // The GPUs a rank may use: what the allocation or the inherited CUDA_VISIBLE_DEVICES allows.
-  if (!options.node.visible_gpus) options.node.visible_gpus = split_list(env, "CUDA_VISIBLE_DEVICES");
+  // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
+  // allows.
+  inherit_visible_gpus(env, options.node);
   if (!options.num_proc) {
     int gpus = 0;
-    if (topo) gpus = static_cast<int>(options.node.visible_gpus ? options.node.visible_gpus->size() : topo->gpus.size());
+    if (topo) gpus = static_cast<int>(topology::usable_gpu_count(*topo, options.node));
     options.num_proc = default_num_proc(alloc, gpus);
   }
   if (alloc.source == AllocationSource::local) alloc.hosts[0].slots = *options.num_proc;

@@ -1,5 +1,6 @@
 #include <ringrun/plan.hpp>
 
+#include "device_env.hpp"
 #include "json.hpp"
 
 #include <fmt/format.h>
@@ -432,11 +433,7 @@ Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
         env["RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS"] = format_seconds(*opt.stall_check_warning_s);
       if (opt.stall_check_shutdown_s)
         env["RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"] = format_seconds(*opt.stall_check_shutdown_s);
-      if (r.gpu) {
-        env["CUDA_VISIBLE_DEVICES"] = *r.gpu;
-        // The topology numbers GPUs in PCI bus order; CUDA's default order is "fastest first".
-        if (!user_sets("CUDA_DEVICE_ORDER")) env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-      }
+      if (r.gpu) set_device_variables(*r.gpu, slot.gpu_vendor, user_sets, env);
       // One OpenMP thread per core the rank owns; unpinned ranks sharing a host get 1 (torchrun's
       // rule), so N ranks do not each start a thread per core of the whole machine.
       if (!user_sets("OMP_NUM_THREADS")) {

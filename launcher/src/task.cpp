@@ -113,7 +113,7 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   options.node.gpus_per_rank = env_int(env, "RINGRUN_GPUS_PER_RANK").value_or(1);
   options.node.bind = !(env.count("RINGRUN_BIND") && env.at("RINGRUN_BIND") == "none");
   options.node.cpus_per_rank = env_int(env, "RINGRUN_CPUS_PER_RANK");
-  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) options.node.visible_gpus = split(it->second);
+  inherit_visible_gpus(env, options.node);  // CUDA_VISIBLE_DEVICES, or AMD's ROCR_VISIBLE_DEVICES
   if (auto it = env.find("RINGRUN_START_TIMEOUT"); it != env.end()) options.start_timeout_s = std::stod(it->second);
   // ringrun's options, forwarded as RINGRUN_* variables; the launcher chose the interface for
   // every node, so all nodes name the same one.
@@ -154,21 +154,11 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
                                  id.source, id.rank, *id.local_rank, slot.local_rank));
 
   for (const auto& [k, v] : slot.env) ::setenv(k.c_str(), v.c_str(), 1);
-  if (options.mem_bind_local && !slot.cpus.empty()) {
-    // hwloc binds the cpus and the memory to their NUMA node(s) (MPOL_BIND) in one go.
-    try {
-      topology::bind_to_cpus(slot.cpus, true);
-    } catch (const topology::TopologyError& e) {
-      throw InputError(fmt::format("ringrun task: rank {}: {}", id.rank, e.what()));
-    }
-  } else if (!slot.cpus.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (unsigned c : slot.cpus)
-      if (c < CPU_SETSIZE) CPU_SET(c, &set);
-    if (::sched_setaffinity(0, sizeof set, &set) != 0)
-      throw InputError(fmt::format("ringrun task: rank {}: cannot bind to cpus {}: {}", id.rank,
-                                   topology::format_cpulist(slot.cpus), std::strerror(errno)));
+  // The cpus, and with --mem-bind local the memory on their NUMA nodes (as the local backend binds).
+  try {
+    topology::bind_to_cpus(slot.cpus, options.mem_bind_local ? slot.numa_nodes : std::vector<int>{});
+  } catch (const topology::TopologyError& e) {
+    throw InputError(fmt::format("ringrun task: rank {}: {}", id.rank, e.what()));
   }
   // Whole lines through srun and mpirun, whatever their own line handling does.
   start_record_forwarder();

@@ -24,7 +24,10 @@ TEST_CASE("plan: every fixture, one rank per GPU, keeps cpusets disjoint and all
     REQUIRE(slots.size() == t.gpus.size());
     for (size_t r = 0; r < slots.size(); ++r) {
       CHECK(slots[r].gpu == std::to_string(r));
-      CHECK(slots[r].gpu_index == static_cast<int>(r));
+      // Rank r has device r: CUDA's r-th in PCI bus order; for AMD, ROCr's (hwloc's rsmiN).
+      const Gpu& gpu = t.gpus[static_cast<size_t>(slots[r].gpu_index.value_or(0))];
+      if (gpu.vendor == "amd") CHECK(gpu.name == "rsmi" + std::to_string(r));
+      else CHECK(slots[r].gpu_index == static_cast<int>(r));
     }
     check_cpusets(t, slots);
     const auto cpu_plan = plan_node(t, 3, cpu_only());

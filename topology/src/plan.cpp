@@ -18,19 +18,12 @@
 #include <map>
 #include <set>
 
+#include "gpu_ids.hpp"
 #include "nic_choice.hpp"
 #include "ringrun/topology.hpp"
 
 namespace ringrun::topology {
 namespace {
-
-std::optional<int> parse_index(const std::string& id) {
-  int value = 0;
-  const char* end = id.data() + id.size();
-  auto [ptr, ec] = std::from_chars(id.data(), end, value);
-  if (ec != std::errc() || ptr != end || value < 0) return std::nullopt;
-  return value;
-}
 
 // Gives each rank of `ranks` a disjoint share of `pool` (indexes into topo.cores).
 void split_cores(const Topology& topo, const std::vector<size_t>& pool, const std::vector<int>& ranks,
@@ -265,22 +258,9 @@ std::vector<LocalSlot> plan_node(const Topology& topo, int local_size, const Nod
   std::vector<LocalSlot> slots(static_cast<size_t>(local_size));
   if (slots.empty()) return slots;
 
-  // GPUs: ids from the inherited list (an index into it, never a raw local rank), else all GPUs
-  // of the topology in PCI bus order. No GPUs at all (and no list) means CPU-only ranks.
-  struct UsableGpu {
-    std::string id;
-    std::optional<int> index;  // into topo.gpus, when known
-  };
-  std::vector<UsableGpu> gpus;
-  if (options.visible_gpus) {
-    for (const auto& id : *options.visible_gpus) {
-      auto index = parse_index(id);
-      if (index && static_cast<size_t>(*index) >= topo.gpus.size()) index.reset();
-      gpus.push_back({id, index});
-    }
-  } else {
-    for (size_t g = 0; g < topo.gpus.size(); ++g) gpus.push_back({std::to_string(g), static_cast<int>(g)});
-  }
+  // GPUs: ids from the inherited list (an index into it, never a raw local rank), else the
+  // planned vendor's GPUs by device id. No GPUs at all (and no list) means CPU-only ranks.
+  const std::vector<UsableGpu> gpus = usable_gpus(topo, options);
   const size_t per_rank = static_cast<size_t>(options.gpus_per_rank);
   bool gpu_cores = false;
   if (per_rank > 0 && !gpus.empty()) {
@@ -298,6 +278,7 @@ std::vector<LocalSlot> plan_node(const Topology& topo, int local_size, const Nod
         ids += (k ? "," : "") + gpus[r * per_rank + k].id;
       }
       slots[r].gpu = ids;
+      slots[r].gpu_vendor = planned_gpu_vendor(topo);
       slots[r].gpu_index = gpus[r * per_rank].index;
       if (!slots[r].gpu_index) gpu_cores = false;
       else if (topo.gpus[static_cast<size_t>(*slots[r].gpu_index)].numa_nodes.empty()) gpu_cores = false;

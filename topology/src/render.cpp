@@ -53,6 +53,10 @@ std::string json_optional(const std::optional<std::string>& value) {
   return value ? json_string(*value) : "null";
 }
 
+std::string device_variable(const LocalSlot& slot) {
+  return slot.gpu_vendor == "amd" ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
+}
+
 }  // namespace
 
 std::string render_topology_table(const Topology& topo, const std::vector<LocalSlot>* slots) {
@@ -88,7 +92,8 @@ std::string render_topology_table(const Topology& topo, const std::vector<LocalS
     out += fmt::format("{:<5} {:<6} {:<24} {:<14} {:<7} {}\n", "RANK", "GPU", "CPUS", "NIC", "GID_IDX", "ENV");
     for (size_t r = 0; r < slots->size(); ++r) {
       const LocalSlot& slot = (*slots)[r];
-      std::string env;
+      // The device variable first: which one a rank gets depends on the GPU's vendor.
+      std::string env = slot.gpu ? fmt::format("{}={}", device_variable(slot), *slot.gpu) : std::string();
       for (const auto& [name, value] : slot.env) env += fmt::format("{}{}={}", env.empty() ? "" : " ", name, value);
       out += fmt::format("{:<5} {:<6} {:<24} {:<14} {:<7} {}\n", r, slot.gpu.value_or("-"),
                          slot.cpus.empty() ? "unbound" : format_cpulist(slot.cpus), slot.nic.value_or("-"),
@@ -135,9 +140,10 @@ std::string topology_to_json(const Topology& topo, const std::vector<LocalSlot>*
         env += fmt::format("{}{}:{}", env.empty() ? "" : ",", json_string(name), json_string(value));
       }
       out += fmt::format(
-          "{}{{\"local_rank\":{},\"gpu\":{},\"gpu_index\":{},\"cpus\":{},\"nic\":{},\"numa_nodes\":{},"
-          "\"roce_gid_index\":{},\"env\":{{{}}}}}",
+          "{}{{\"local_rank\":{},\"gpu\":{},\"gpu_index\":{},\"gpu_variable\":{},\"cpus\":{},\"nic\":{},"
+          "\"numa_nodes\":{},\"roce_gid_index\":{},\"env\":{{{}}}}}",
           r ? "," : "", r, json_optional(slot.gpu), slot.gpu_index ? fmt::format("{}", *slot.gpu_index) : "null",
+          slot.gpu ? json_string(device_variable(slot)) : "null",
           json_string(format_cpulist(slot.cpus)), json_optional(slot.nic), json_ints(slot.numa_nodes),
           slot.roce_gid_index ? fmt::format("{}", *slot.roce_gid_index) : "null", env);
     }

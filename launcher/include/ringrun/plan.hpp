@@ -90,7 +90,7 @@ struct LaunchOptions {
 struct PlanInputs {
   Allocation allocation;
   Environment launcher_env;      // ringrun's own environment: -x NAME copies from it, user's
-                                 // OMP_NUM_THREADS and CUDA_VISIBLE_DEVICES are seen here
+                                 // OMP_NUM_THREADS and *_VISIBLE_DEVICES are seen here
   std::string master_addr;       // first host's address for MASTER_ADDR
   int master_port = 0;           // a free port on the first host
   std::string store_addr;        // host:port of the rendezvous store ringrun hosts
@@ -112,7 +112,7 @@ struct RankSlot {
   std::string host;
   std::size_t host_index = 0;
   int local_rank = 0, local_size = 0, cross_rank = 0, cross_size = 0;
-  std::optional<std::string> gpu;           // CUDA_VISIBLE_DEVICES value
+  std::optional<std::string> gpu;           // CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES) value
   std::vector<unsigned> cpus;               // empty = not pinned
   std::optional<std::string> nic;
   std::vector<int> numa_nodes;              // NUMA nodes of `cpus` (memory binding)
@@ -141,6 +141,11 @@ struct Plan {
 // (so `import ringrun` still works). A folder already listed is not added again (nested ringrun,
 // the task shim re-planning under srun/mpirun).
 Plan make_plan(const PlanInputs& inputs, const LaunchOptions& options);
+
+// The GPU lists a node's ranks may use, from ringrun's (or the task shim's) environment, where
+// `node` has none yet: CUDA_VISIBLE_DEVICES, and for AMD nodes ROCR_VISIBLE_DEVICES, else
+// HIP_VISIBLE_DEVICES (Slurm's gres/gpu sets ROCR_VISIBLE_DEVICES for AMD GPUs).
+void inherit_visible_gpus(const Environment& env, topology::NodeOptions& node);
 
 // The number of ranks when -np is absent: the allocation's tasks, else its GPUs, else its hosts;
 // for the local host alone, `local_gpus` or 1.

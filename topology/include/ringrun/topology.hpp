@@ -79,11 +79,15 @@ struct NodeOptions {
   std::optional<int> cpus_per_rank;        // caps the cores of each rank
   std::optional<std::vector<std::string>> visible_gpus;  // inherited CUDA_VISIBLE_DEVICES or
                                            // SLURM's GPU list: rank i gets an index into this
+  // Inherited ROCR_VISIBLE_DEVICES (else HIP_VISIBLE_DEVICES): on an AMD node it takes the place
+  // of visible_gpus (which stays the fallback: HIP also reads CUDA_VISIBLE_DEVICES).
+  std::optional<std::vector<std::string>> visible_amd_gpus;
 };
 
 // One rank's share of a node.
 struct LocalSlot {
-  std::optional<std::string> gpu;          // the value for CUDA_VISIBLE_DEVICES
+  std::optional<std::string> gpu;          // the value for the vendor's device variable
+  std::string gpu_vendor;                  // with `gpu`: "amd" (ROCR_VISIBLE_DEVICES), else CUDA's
   std::optional<int> gpu_index;            // index into Topology::gpus
   std::vector<unsigned> cpus;              // PU OS indexes; empty when not bound
   std::optional<std::string> nic;          // closest NIC's name
@@ -93,15 +97,24 @@ struct LocalSlot {
   std::optional<int> roce_gid_index;
 };
 
+// The vendor whose GPUs a node's ranks get: "nvidia" when it has any NVIDIA GPU (the usual mix
+// is an AMD integrated GPU beside NVIDIA cards), else "amd" when it has AMD GPUs, else the vendor
+// of its first GPU ("" without GPUs). GPUs of other vendors are given to no rank.
+std::string planned_gpu_vendor(const Topology& topo);
+
+// How many GPUs plan_node can give this node's ranks: the planned vendor's inherited list
+// (NodeOptions) when given, else the planned vendor's GPUs.
+size_t usable_gpu_count(const Topology& topo, const NodeOptions& options);
+
 // Pure: the slots of `local_size` ranks on a node with this topology. Throws std::invalid_argument
 // with a one-line message (e.g. more ranks than GPUs, naming both counts).
 std::vector<LocalSlot> plan_node(const Topology& topo, int local_size, const NodeOptions& options);
 
-// Binds the calling process (all its threads) to `cpus` (PU OS indexes) with hwloc_set_cpubind;
-// with mem_bind_local also its memory to those cpus' NUMA nodes (hwloc_set_membind, BIND policy).
-// The task shim calls this before exec. Empty cpus: nothing. Throws TopologyError naming the cpu
-// list and the system's reason.
-void bind_to_cpus(const std::vector<unsigned>& cpus, bool mem_bind_local = false);
+// Binds the calling process to `cpus` (PU OS indexes; sched_setaffinity) and, when
+// mem_numa_nodes is not empty, its memory to those NUMA nodes (set_mempolicy, MPOL_BIND). The task
+// shim calls this before exec. Empty cpus: nothing. Throws TopologyError naming the cpus or nodes,
+// the system's reason and the option that skips it.
+void bind_to_cpus(const std::vector<unsigned>& cpus, const std::vector<int>& mem_numa_nodes = {});
 
 // "0-3,8,10-11"
 std::string format_cpulist(const std::vector<unsigned>& cpus);
