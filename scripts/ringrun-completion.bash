@@ -26,6 +26,7 @@ _ringrun() {
   done
 
   case $prev in
+    # auto: srun in an allocation, mpirun for remote hosts and for MPI programs here, else local.
     --launcher) COMPREPLY=($(compgen -W "auto local srun mpirun" -- "$cur")); return ;;
     --srun-mpi) COMPREPLY=($(compgen -W "auto pmix none" -- "$cur")); return ;;
     --bind) COMPREPLY=($(compgen -W "cores none" -- "$cur")); return ;;
@@ -39,6 +40,7 @@ _ringrun() {
     --hostfile | -hostfile | --topology | --timeline-filename)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output-filename) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    # Numbers are checked by ringrun itself, which names the option and a good value when one is wrong.
     -np | --num-proc | -H | --hosts | --jobid | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
       --fusion-threshold-mb | --cycle-time-ms | --cache-capacity | --stall-check-warning-time-seconds | \
       --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time)

@@ -1,5 +1,7 @@
 #include <ringrun/cli.hpp>
 
+#include "cli_values.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -11,6 +13,10 @@
 
 namespace ringrun {
 namespace {
+
+using cli_values::number;
+using cli_values::one_of;
+using cli_values::whole_number;
 
 // horovodrun spells some long options with one dash; CLI11 wants two. Rewrite them up to the
 // program name only, so the program's own arguments reach it untouched.
@@ -68,19 +74,20 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   std::optional<int> num_proc;
   app.add_option("--num-proc", num_proc, "Number of ranks (also -np). Default: the allocation's tasks, else its "
                                          "GPUs, else 1 per host; locally the GPUs, else 1")
-      ->option_text("N (-np N)");
+      ->option_text("N (-np N)")
+      ->check(whole_number("-np", "the number of ranks", 1, "4"));
   app.add_option("-H,--hosts", inv.hosts, "Hosts and slots, e.g. n1:4,n2:4 (mpirun backend)");
   app.add_option("--hostfile", inv.hostfile, "File of 'host slots=N' lines (also -hostfile)");
   app.add_option("--jobid", inv.job_id, "Plan for this running SLURM job, read through libslurm (e.g. from a login "
                                        "node, with --dry-run)")
       ->type_name("ID");
   std::string launcher = "auto";
-  app.add_option("--launcher", launcher, "auto (srun in a SLURM allocation, mpirun for remote -H hosts, else "
-                                         "local), local, srun or mpirun")
-      ->check(CLI::IsMember({"auto", "local", "srun", "mpirun"}));
+  app.add_option("--launcher", launcher, "auto (srun in a SLURM allocation, mpirun for remote -H hosts and for "
+                                         "MPI programs, else local), local, srun or mpirun")
+      ->check(one_of("--launcher", {"auto", "local", "srun", "mpirun"}, "auto, local, srun or mpirun"));
   app.add_option("--srun-mpi", L.srun_mpi, "auto (default: PMIx when srun offers it), pmix or none; none skips "
                                          "PMIx setup (about 170 ms a step) for programs that use no MPI")
-      ->check(CLI::IsMember({"auto", "pmix", "none"}));
+      ->check(one_of("--srun-mpi", {"auto", "pmix", "none"}, "auto, pmix or none"));
   app.add_option("-x,--env", L.env_args, "Set NAME=VALUE, or pass NAME from this environment, in every rank "
                                          "(repeatable)")
       ->allow_extra_args(false)
@@ -95,11 +102,12 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
       ->type_name("IF");
   app.add_option("--start-timeout", L.start_timeout_s, "Seconds the ranks may take to meet (default 30 + 1 per 8 "
                                                         "hosts)")
-      ->type_name("SECONDS");
+      ->type_name("SECONDS")
+      ->check(number("--start-timeout", "the timeout", 0, "60", true));
   app.add_option("--grace-period", inv.supervisor.grace_period_s,
                  "Seconds between SIGTERM and SIGKILL when the job stops (default 10)")
       ->type_name("SECONDS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number("--grace-period", "the grace period in seconds", 0, "10"));
   app.add_flag("--oversubscribe", L.oversubscribe, "Allow more ranks than slots");
   app.add_flag("--dry-run", inv.dry_run, "Print the plan and start nothing");
   app.add_flag("--json", inv.json, "With --dry-run (and topo, doctor): print JSON");
@@ -108,17 +116,17 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
       ->type_name("FILE");
   app.add_flag("-v,--verbose", inv.verbose, "Print the plan, the backend's command and why choices were made");
   app.add_option("--gpus-per-rank", L.node.gpus_per_rank, "GPUs per rank: 1 (default) or 0 for CPU-only ranks")
-      ->check(CLI::Range(0, 1));
+      ->check(whole_number("--gpus-per-rank", "the GPUs per rank (0: CPU-only ranks)", 0, "1", 1));
   std::string bind = "cores";
   app.add_option("--bind", bind, "cores (default: the cores local to the rank's GPU) or none")
-      ->check(CLI::IsMember({"cores", "none"}));
+      ->check(one_of("--bind", {"cores", "none"}, "cores (the cores local to the rank's GPU) or none"));
   app.add_option("--cpus-per-rank", L.node.cpus_per_rank, "Cap the cores each rank is bound to")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number("--cpus-per-rank", "the cores per rank", 1, "4"))
       ->type_name("N");
   std::string mem_bind = "none";
   app.add_option("--mem-bind", mem_bind, "none (default) or local: bind each rank's memory to the NUMA node(s) of "
                                          "its cores")
-      ->check(CLI::IsMember({"none", "local"}));
+      ->check(one_of("--mem-bind", {"none", "local"}, "none or local (the NUMA nodes of the rank's cores)"));
   app.add_option("--nccl-algo", L.nccl.algo, "Set NCCL_ALGO, checked against the found NCCL (e.g. Ring,Tree or "
                                              "^NVLS)")
       ->type_name("LIST");
@@ -130,25 +138,25 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   app.add_flag("--tcp", L.nccl.tcp, "NCCL over TCP sockets only (NCCL_IB_DISABLE=1)");
   app.add_option("--fusion-threshold-mb", L.fusion_threshold_mb, "Engine: fusion buffer size in MiB (default 128)")
       ->type_name("MB")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number("--fusion-threshold-mb", "the fusion buffer size in MiB", 0, "128"));
   app.add_option("--cycle-time-ms", L.cycle_time_ms, "Engine: cycle time in ms (default 1)")
       ->type_name("MS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number("--cycle-time-ms", "the cycle time in ms", 0, "1"));
   app.add_option("--timeline-filename", L.timeline_filename, "Engine: write a Chrome trace timeline to FILE")
       ->type_name("FILE");
   app.add_flag("--timeline-mark-cycles", L.timeline_mark_cycles, "Engine: mark each cycle with work in the timeline");
   app.add_option("--cache-capacity", L.cache_capacity,
                  "Engine: response-cache entries (default 1024; 0 negotiates every name in full)")
       ->type_name("N")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(whole_number("--cache-capacity", "the response-cache entries", 0, "1024", 1 << 20));
   app.add_option("--stall-check-warning-time-seconds", L.stall_check_warning_s,
                  "Engine: warn about tensors waiting this long (default 60)")
       ->type_name("SECONDS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number("--stall-check-warning-time-seconds", "the stall warning time", 0, "60"));
   app.add_option("--stall-check-shutdown-time-seconds", L.stall_check_shutdown_s,
                  "Engine: fail a tensor that waits this long on every rank (InternalError in Python; default: never)")
       ->type_name("SECONDS")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number("--stall-check-shutdown-time-seconds", "the stall shutdown time", 0, "600"));
 
   // Subcommands. Options given after the subcommand name fall through to the ones above.
   app.fallthrough();
@@ -158,8 +166,9 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   tmpl->add_option("name", inv.template_name, "single-node, multi-node-srun, multi-node-mpirun or preemptible")
       ->required();
   std::optional<int> nodes;
-  tmpl->add_option("--nodes", nodes, "Nodes of the job")->check(CLI::PositiveNumber);
-  tmpl->add_option("--gpus-per-node", inv.template_gpus_per_node, "GPUs per node")->check(CLI::NonNegativeNumber);
+  tmpl->add_option("--nodes", nodes, "Nodes of the job")->check(whole_number("--nodes", "the nodes of the job", 1, "2"));
+  tmpl->add_option("--gpus-per-node", inv.template_gpus_per_node, "GPUs per node")
+      ->check(whole_number("--gpus-per-node", "the GPUs per node", 0, "4"));
   tmpl->add_option("--time", inv.template_time, "Time limit (HH:MM:SS)");
   tmpl->prefix_command();
   bool check_build_flag = false;
@@ -188,14 +197,15 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
     inv.help_text = std::string("ringrun ") + RINGRUN_VERSION + "\n";
     return inv;
   } catch (const CLI::ParseError& e) {
-    std::string what = e.what();
-    throw UsageError(fmt::format("{} (see ringrun --help)", what));
+    throw UsageError(cli_values::describe_parse_error(e));
   }
 
   L.num_proc = num_proc;
   // A subcommand's own prefix_command leaves what follows its positionals in the vector parse()
   // was given (reversed); the top-level app keeps them in remaining().
   std::vector<std::string> leftover(reversed.rbegin(), reversed.rend());
+  // An option ringrun does not know ends its options and would be taken for the program.
+  const bool program_after_dashes = !leftover.empty() && leftover.front() == "--";
   auto program_of = [&leftover](std::vector<std::string> rest) {
     rest.insert(rest.end(), leftover.begin(), leftover.end());
     if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
@@ -227,6 +237,11 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
     throw UsageError("-H, --hostfile and --jobid name the hosts each; give one of them");
   if (num_proc && *num_proc < 1)
     throw UsageError(fmt::format("-np {} : the number of ranks must be at least 1", *num_proc));
+  if (inv.command == Command::run && !program_after_dashes && !L.program.empty() && L.program.front().size() > 1 &&
+      L.program.front().starts_with("-"))
+    throw UsageError(fmt::format("unknown option '{}' (see ringrun --help); a program whose name starts with '-' "
+                                 "goes after --",
+                                 L.program.front()));
   if (L.program.empty() && !inv.dry_run && inv.command == Command::run)
     throw UsageError("no program given; write: ringrun [OPTIONS] [--] PROGRAM [ARGS...] (see ringrun --help)");
   return inv;

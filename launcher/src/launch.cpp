@@ -3,6 +3,7 @@
 #include "backend.hpp"
 #include "diagnostics.hpp"
 #include "interface_probe.hpp"
+#include "mpi_launch.hpp"
 #include "python_package.hpp"
 #include "srun_cache.hpp"
 
@@ -246,13 +247,30 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   Allocation alloc = gather_allocation(inv, env, self);
   LaunchOptions options = inv.launch;
   options.launcher = resolve_launcher(options.launcher, alloc, self);
+  // An MPI program on this host alone goes under mpirun, which makes its ranks one MPI world.
+  std::vector<std::string> mpi_notes, mpi_warnings;
+  bool mpi_on_this_host = false;
+  if (inv.launch.launcher == LauncherKind::automatic && options.launcher == LauncherKind::local) {
+    options.launcher = launcher_for_mpi_program(options.launcher, options.program, env, mpi_notes, mpi_warnings);
+    mpi_on_this_host = options.launcher == LauncherKind::mpirun;
+  }
+  // Every host named before anything starts on one (mpirun's ssh would report them one by one).
+  if (!inv.dry_run && options.launcher == LauncherKind::mpirun &&
+      (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile)) {
+    std::vector<std::string> remote;
+    for (const auto& h : alloc.hosts)
+      if (!is_local_host(h.name, self)) remote.push_back(h.name);
+    require_resolvable_hosts(remote, inv.hosts ? fmt::format("-H '{}'", *inv.hosts)
+                                               : fmt::format("--hostfile '{}'", inv.hostfile.value_or("")),
+                             env);
+  }
 
   // The topology: a given XML file stands for every host; otherwise this host's own, which the
   // local backend needs for pinning (remote hosts are planned by their own task shim).
   std::optional<topology::Topology> topo;
   if (inv.topology_file) topo = topology::load_xml(*inv.topology_file);
   // The per-node cache: a live load scans PCI, which on a VM costs more than starting the ranks.
-  else if (options.launcher == LauncherKind::local) topo = topology::load_live_cached();
+  else if (options.launcher == LauncherKind::local || mpi_on_this_host) topo = topology::load_live_cached();
 
   // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
   // allows.
@@ -267,7 +285,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   PlanInputs in;
   in.allocation = alloc;
   in.launcher_env = env;
-  const bool single_local = options.launcher == LauncherKind::local;
+  const bool single_local = options.launcher == LauncherKind::local || mpi_on_this_host;
   in.master_addr = single_local ? "127.0.0.1" : alloc.hosts.front().name;
   in.master_port = free_port();
   in.job_secret = inv.dry_run ? std::string(64, '0') : job_secret();
@@ -325,6 +343,8 @@ int run_invocation(const Invocation& inv, const Environment& env) {
       if (plan.ranks.front().env.count(name)) backend_options.env_args.emplace_back(name);
   plan.command = backend->command(plan, backend_options, env);
 
+  plan.warnings.insert(plan.warnings.end(), mpi_warnings.begin(), mpi_warnings.end());
+  plan.notes.insert(plan.notes.end(), mpi_notes.begin(), mpi_notes.end());
   for (const std::string& warning : plan.warnings) std::cerr << warning << '\n';
   if (inv.verbose)
     for (const std::string& note : plan.notes) std::cerr << note << '\n';
@@ -341,7 +361,14 @@ int run_invocation(const Invocation& inv, const Environment& env) {
               << plan_to_table(plan);
   }
   std::vector<ProcessSpec> processes = backend->processes(plan, env);
-  return supervise(processes, inv.supervisor);
+  // A local job of MPI singletons is said once, after the summary, never silently; not twice
+  // when the missing-mpirun warning said it before the start.
+  std::unique_ptr<SingletonWatch> singletons;
+  if (plan.launcher == LauncherKind::local && mpi_warnings.empty()) singletons = SingletonWatch::start(processes, env);
+  if (singletons) singletons->apply(processes);
+  const int status = supervise(processes, inv.supervisor);
+  if (singletons && singletons->mpi_initialized()) std::cerr << kSingletonHint << '\n';
+  return status;
 }
 
 }  // namespace ringrun

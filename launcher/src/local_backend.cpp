@@ -50,7 +50,15 @@ std::vector<std::string> merge_environment(const Environment& base, const std::m
 }
 
 std::optional<Allocation> allocation_from_environment(const Environment& env) {
-  return allocation_from_slurm_env(env);
+  try {
+    return allocation_from_slurm_env(env);
+  } catch (const InputError& e) {
+    // The variables are Slurm's: the fix is where they came from, not their syntax.
+    const std::string what = e.what();
+    if (what.find("run inside") != std::string::npos) throw;
+    throw InputError(what + "; SLURM_* variables come from sbatch/salloc/srun: run there, or unset SLURM_JOB_ID to run "
+                            "without SLURM");
+  }
 }
 
 std::unique_ptr<Backend> make_local_backend() { return std::make_unique<LocalBackend>(); }

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Issue 22 item 3: every bad input answers in one line naming it and the fix, with exit status 2,
+# and nothing starts: not the program, not mpirun, srun or ssh (stand-ins first in PATH record any
+# start). `bad_input_table.sh BUILD_DIR`. Each row: the exact message, then the environment
+# (NAME=VALUE words) and ringrun's arguments.
+set -uo pipefail
+ringrun=$1/bin/ringrun
+work=$(mktemp -d /tmp/ringrun-bad-input.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+topo=$(cd "$(dirname "$0")/../data/topology/invalid" && pwd)
+mkdir -p "$work/bin"
+for tool in mpirun srun ssh; do printf '#!/bin/sh\ntouch %s/started.%s\n' "$work" "$tool" >"$work/bin/$tool"; done
+printf '#!/bin/sh\ntouch %s/started.program\n' "$work" >"$work/bin/prog"
+chmod +x "$work"/bin/*
+printf 'localhost slots=two\n' >"$work/hf_bad"
+printf 'nosuch-c.invalid slots=2\nnosuch-d.invalid\n' >"$work/hf_remote"
+failures=0 rows=0
+
+row() { # EXPECTED [NAME=VALUE...] -- ARGS...
+  local expected=$1; shift
+  local vars=()
+  while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+  shift
+  rows=$((rows + 1))
+  rm -f "$work"/started.*
+  timeout 20 env -u SLURM_JOB_ID -u SLURM_JOBID PATH="$work/bin:$PATH" "${vars[@]}" "$ringrun" "$@" \
+    >"$work/out" 2>"$work/err"
+  local rc=$?
+  local got; got=$(cat "$work/err")
+  if [ $rc -ne 2 ] || [ "$got" != "ringrun: $expected" ] || [ -s "$work/out" ] || ls "$work"/started.* >/dev/null 2>&1; then
+    echo "FAIL: ringrun $*"
+    echo "  exit $rc (want 2); started: $(ls "$work" | grep started | tr '\n' ' ')"
+    echo "  got:  $got"
+    echo "  want: ringrun: $expected"
+    failures=$((failures + 1))
+  fi
+}
+E='e.g.'
+# Numbers: no machine limits, no "Could not convert".
+row "-np 0 : the number of ranks must be at least 1 ($E -np 4)" -- -np 0 prog
+row "-np 'x' : the number of ranks must be a whole number, at least 1 ($E -np 4)" -- -np x prog
+row "-np 99999999999 : too large; the number of ranks must be at least 1 ($E -np 4)" -- -np 99999999999 prog
+row "-np needs a value after it (see ringrun --help)" -- -np
+row "--cpus-per-rank 0 : the cores per rank must be at least 1 ($E --cpus-per-rank 4)" -- --cpus-per-rank 0 prog
+row "--cpus-per-rank '1.5' : the cores per rank must be a whole number, at least 1 ($E --cpus-per-rank 4)" -- --cpus-per-rank 1.5 prog
+row "--gpus-per-rank 2 : the GPUs per rank (0: CPU-only ranks) must be from 0 to 1 ($E --gpus-per-rank 1)" -- --gpus-per-rank 2 prog
+row "--grace-period -1 : the grace period in seconds must be at least 0 ($E --grace-period 10)" -- --grace-period -1 prog
+row "--start-timeout 0 : the timeout must be above 0 ($E --start-timeout 60)" -- --start-timeout 0 prog
+row "--start-timeout 'x' : the timeout must be a number, above 0 ($E --start-timeout 60)" -- --start-timeout x prog
+row "--fusion-threshold-mb -1 : the fusion buffer size in MiB must be at least 0 ($E --fusion-threshold-mb 128)" -- --fusion-threshold-mb -1 prog
+row "--cycle-time-ms 'nan' : the cycle time in ms must be a number, at least 0 ($E --cycle-time-ms 1)" -- --cycle-time-ms nan prog
+row "--cache-capacity 9999999 : the response-cache entries must be from 0 to 1048576 ($E --cache-capacity 1024)" -- --cache-capacity 9999999 prog
+row "--stall-check-warning-time-seconds -1 : the stall warning time must be at least 0 ($E --stall-check-warning-time-seconds 60)" -- --stall-check-warning-time-seconds -1 prog
+row "--stall-check-shutdown-time-seconds 'x' : the stall shutdown time must be a number, at least 0 ($E --stall-check-shutdown-time-seconds 600)" -- --stall-check-shutdown-time-seconds x prog
+row "--nodes 0 : the nodes of the job must be at least 1 ($E --nodes 2)" -- template single-node --nodes 0
+# Choices and options.
+row "--launcher 'ssh' : not a choice; give auto, local, srun or mpirun" -- --launcher ssh prog
+row "--srun-mpi 'foo' : not a choice; give auto, pmix or none" -- --srun-mpi foo prog
+row "--bind 'numa' : not a choice; give cores (the cores local to the rank's GPU) or none" -- --bind numa prog
+row "--mem-bind 'far' : not a choice; give none or local (the NUMA nodes of the rank's cores)" -- --mem-bind far prog
+row "unknown option '--bogus-flag' (see ringrun --help); a program whose name starts with '-' goes after --" -- --bogus-flag prog
+row "--nccl-proto 'X' : 'X' is not a name NCCL accepts; use a comma list of LL, LL128, Simple (optionally after ^ to exclude)" -- --nccl-proto X prog
+row "--nccl-ib-gid-index 'x' : give auto (the RoCE v2 IPv4 GID found in sysfs) or an index 0, 1, ..." -- --nccl-ib-gid-index x prog
+# -x
+row "-x '=foo' : '' is not a variable name (write -x NAME or -x NAME=VALUE)" -- -x =foo prog
+row "-x '1A=2' : '1A' is not a variable name (write -x NAME or -x NAME=VALUE)" -- -x 1A=2 prog
+row "-x RINGRUN_TEST_UNSET_VAR : RINGRUN_TEST_UNSET_VAR is not set in ringrun's environment; give a value with -x RINGRUN_TEST_UNSET_VAR=VALUE" -- -x RINGRUN_TEST_UNSET_VAR prog
+row "-x needs a value after it (see ringrun --help)" -- -np 1 -x
+# Hosts and hostfiles; names that do not resolve are all named before any start.
+row "-H '' : no hosts given (write host:slots,..., $E -H n1:4,n2:4)" -- -H '' prog
+row "-H 'a:0' : slots '0' of host 'a' at column 3 is not a positive number (write host:slots, $E n1:4)" -- -H a:0 prog
+row "-H 'a:1,,b' : empty host entry at column 5 (write host:slots,..., $E -H n1:4,n2:4)" -- -H a:1,,b prog
+row "-np 3 : more ranks than the 2 slots of -H; lower -np, add slots or pass --oversubscribe" -- -np 3 -H localhost:2 prog
+row "-H, --hostfile and --jobid name the hosts each; give one of them" -- -H a:1 --hostfile "$work/hf_bad" prog
+row "-H 'nosuch-a.invalid:1,nosuch-b.invalid' : hosts 'nosuch-a.invalid', 'nosuch-b.invalid' do not resolve; fix the names, or add them to /etc/hosts or ~/.ssh/config" -- -np 2 -H nosuch-a.invalid:1,nosuch-b.invalid -- prog
+row "-H 'localhost:1,nosuch-e.invalid:1' : host 'nosuch-e.invalid' does not resolve; fix the name, or add it to /etc/hosts or ~/.ssh/config" -- -np 2 -H localhost:1,nosuch-e.invalid:1 prog
+row "--hostfile '$work/hf_remote' : hosts 'nosuch-c.invalid', 'nosuch-d.invalid' do not resolve; fix the names, or add them to /etc/hosts or ~/.ssh/config" -- --hostfile "$work/hf_remote" prog
+row "hostfile '$work/hf_bad' line 1: 'slots=two' is not a positive slot count (write 'host slots=N')" -- --hostfile "$work/hf_bad" prog
+row "--hostfile '$work/none' : cannot read it: No such file or directory" -- --hostfile "$work/none" prog
+row "--jobid 'abc' : expected a numeric job id like 1234" -- --jobid abc prog
+# SLURM variables.
+slurm_fix="SLURM_* variables come from sbatch/salloc/srun: run there, or unset SLURM_JOB_ID to run without SLURM"
+row "SLURM_JOB_NODELIST='n[1-' : '[' without ']' at column 2; $slurm_fix" SLURM_JOB_ID=5 'SLURM_JOB_NODELIST=n[1-' SLURM_TASKS_PER_NODE=4 -- prog
+row "SLURM_TASKS_PER_NODE='x' : expected a count at column 1; $slurm_fix" SLURM_JOB_ID=5 'SLURM_JOB_NODELIST=n[1-2]' SLURM_TASKS_PER_NODE=x -- prog
+row "SLURM_JOB_NODELIST='n[1-2]' names 2 hosts but SLURM_TASKS_PER_NODE='4(x3)' gives 3 counts; they must match; $slurm_fix" SLURM_JOB_ID=5 'SLURM_JOB_NODELIST=n[1-2]' 'SLURM_TASKS_PER_NODE=4(x3)' -- prog
+row "SLURM_NTASKS='x' : expected a non-negative number; $slurm_fix" SLURM_JOB_ID=5 'SLURM_JOB_NODELIST=n[1-2]' 'SLURM_TASKS_PER_NODE=4(x2)' SLURM_NTASKS=x -- prog
+row "SLURM_GPUS_PER_NODE='gpu:x' : expected a GPU count like 4 or gpu:4; $slurm_fix" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 SLURM_GPUS_PER_NODE=gpu:x -- prog
+row "SLURM_JOB_ID=5 is set but SLURM_JOB_NODELIST is not; run inside sbatch/salloc/srun or unset SLURM_JOB_ID" SLURM_JOB_ID=5 -- prog
+# Topology files.
+row "--topology '$work/none.xml': no such file; give an hwloc XML export (lstopo --of xml FILE)" -- --topology "$work/none.xml" prog
+row "--topology '$topo/not-xml.xml': hwloc rejects it: no <topology> element, not an hwloc XML export; give 'lstopo --of xml' output" -- --topology "$topo/not-xml.xml" prog
+row "--topology '$topo/nccl-topo-azure-ndv5.xml': hwloc rejects it: it is an NCCL topology file (NCCL_TOPO_FILE), not an hwloc export; give 'lstopo --of xml' output" -- --topology "$topo/nccl-topo-azure-ndv5.xml" prog
+row "--topology '$topo/hwloc-3.0-version.xml': hwloc rejects it: hwloc XML version 3.0 is newer than this hwloc 2.x reads; export it with hwloc 2.x" -- --topology "$topo/hwloc-3.0-version.xml" prog
+
+echo "$rows rows, $failures failed"
+[ "$rows" -ge 30 ] || { echo "FAIL: fewer than 30 rows"; exit 1; }
+[ $failures -eq 0 ]
