@@ -1,6 +1,7 @@
 // The srun and mpirun backends: one launcher process whose tasks are `ringrun task`, the task
 // shim, which plans its own node from its own topology and execs the program.
 #include "backend.hpp"
+#include "srun_cache.hpp"
 
 #include <ringrun/slurm.hpp>
 
@@ -21,6 +22,14 @@ std::string self_executable() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
+// How many of the plan's ranks each of its hosts runs, in host order.
+std::vector<int> ranks_per_host(const Plan& plan) {
+  std::vector<int> counts(plan.hosts.size(), 0);
+  for (const auto& r : plan.ranks)
+    if (r.host_index < counts.size()) ++counts[r.host_index];
+  return counts;
+}
+
 // What every task needs to plan itself: the layout, the store, the knobs. Values travel in the
 // launcher's environment; srun exports it whole and mpirun gets `-x NAME` (never the value) so
 // the secret is not on any command line.
@@ -35,10 +44,9 @@ std::map<std::string, std::string> shared_environment(const Plan& plan, const La
                            "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"})
     if (auto it = first.find(name); it != first.end()) env[name] = it->second;
   std::string layout, hosts;
+  const std::vector<int> counts = ranks_per_host(plan);
   for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
-    int n = 0;
-    for (const auto& r : plan.ranks) n += r.host_index == h;
-    layout += (h ? "," : "") + std::to_string(n);
+    layout += (h ? "," : "") + std::to_string(counts[h]);
     hosts += (h ? "," : "") + plan.hosts[h];
   }
   env["RINGRUN_LAYOUT"] = layout;
@@ -73,7 +81,9 @@ class ClusterBackend : public Backend {
     p.host = plan.hosts.empty() ? "?" : plan.hosts.front();
     p.label = argv_.at(0);
     p.argv = argv_;
-    p.env = merge_environment(env, shared_);
+    Environment launcher_env = env;
+    for (const auto& name : unset_) launcher_env.erase(name);
+    p.env = merge_environment(launcher_env, shared_);
     auto it = env.find("PATH");
     p.executable = resolve_program(argv_.at(0), it != env.end() ? it->second : "/usr/bin:/bin");
     p.stdin_inherit = true;
@@ -87,17 +97,20 @@ class ClusterBackend : public Backend {
   virtual OutputRetag retag() const = 0;
   mutable std::map<std::string, std::string> shared_;
   mutable std::vector<std::string> argv_;
+  mutable std::vector<std::string> unset_;  // left out of the launcher's environment
 };
 
 class SrunBackend final : public ClusterBackend {
-  std::vector<std::string> launcher_argv(const Plan& plan, const LaunchOptions& options, const Environment&) const override {
-    std::vector<std::string> argv = {"srun",
-                                     fmt::format("--ntasks={}", plan.world_size),
-                                     fmt::format("--nodes={}", plan.hosts.size()),
-                                     "--distribution=block",
-                                     "--kill-on-bad-exit=1",
-                                     "--cpu-bind=none",  // the task shim pins, from the topology
-                                     "--label"};         // whose record follows (rank_output.hpp)
+  std::vector<std::string> launcher_argv(const Plan& plan, const LaunchOptions& options,
+                                         const Environment& env) const override {
+    std::vector<std::string> argv = {"srun", fmt::format("--ntasks={}", plan.world_size),
+                                     fmt::format("--nodes={}", plan.hosts.size()), "--distribution=block",
+                                     "--kill-on-bad-exit=1"};
+    // The task shim pins each rank from the topology, so srun must not bind as well. Under
+    // TaskPlugin=task/none srun binds nothing and warns about any --cpu-bind: ask only where
+    // the cluster's configuration can bind.
+    if (srun_offers_cpu_bind(cached_slurm_task_plugin(env))) argv.push_back("--cpu-bind=none");
+    argv.push_back("--label");  // whose record follows (rank_output.hpp)
     // PMIx for MPI programs launched directly (ringrun's runtime meets through ringrun's store):
     // --srun-mpi pmix always, none never, auto where srun offers it.
     bool pmix = options.srun_mpi == "pmix";
@@ -108,6 +121,18 @@ class SrunBackend final : public ClusterBackend {
       std::string list;
       for (std::size_t i = 0; i < plan.hosts.size(); ++i) list += (i ? "," : "") + plan.hosts[i];
       argv.push_back("--nodelist=" + list);
+    }
+    // sbatch --ntasks-per-node leaves SLURM_NTASKS_PER_NODE, srun's default. A plan with another
+    // layout (-np 3 over 2 nodes of 2) makes srun warn that it cannot honour it and ignore it, so
+    // srun does not get it then; --ntasks, --nodes and block give the plan's layout.
+    unset_.clear();
+    if (auto it = env.find("SLURM_NTASKS_PER_NODE"); it != env.end()) {
+      const std::vector<int> counts = ranks_per_host(plan);
+      for (int n : counts)
+        if (std::to_string(n) != it->second) {
+          unset_.push_back(it->first);
+          break;
+        }
     }
     auto tail = shim_tail(plan);
     argv.insert(argv.end(), tail.begin(), tail.end());
@@ -124,11 +149,9 @@ class MpirunBackend final : public ClusterBackend {
     argv.push_back("-np");
     argv.push_back(std::to_string(plan.world_size));
     std::string hosts;
-    for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
-      int n = 0;
-      for (const auto& r : plan.ranks) n += r.host_index == h;
-      hosts += fmt::format("{}{}:{}", h ? "," : "", plan.hosts[h], n);
-    }
+    const std::vector<int> counts = ranks_per_host(plan);
+    for (std::size_t h = 0; h < plan.hosts.size(); ++h)
+      hosts += fmt::format("{}{}:{}", h ? "," : "", plan.hosts[h], counts[h]);
     argv.insert(argv.end(), {"-H", hosts, "--bind-to", "none", "--map-by", "slot"});
     if (options.oversubscribe) argv.push_back("--oversubscribe");
     for (const auto& [name, value] : shared_) argv.insert(argv.end(), {"-x", name});

@@ -5,6 +5,7 @@
 # without root, network namespaces or Slurm.
 #   cluster_launcher_test.sh BUILD_DIR CASE
 #   CASE: srun_env | mpirun_env | failure_scancel | allreduce | templates | argv | doctor | output_stress | torch
+#         | launcher_noise
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +28,8 @@ done
 [[ -x $RINGRUN ]] || { echo "FAIL: $RINGRUN is not built" >&2; exit 1; }
 
 declare -A prefixes=([srun_env]=rrl1 [mpirun_env]=rrl2 [failure_scancel]=rrl3 [allreduce]=rrl4 [templates]=rrl5
-  [argv]=rrl6 [doctor]=rrl7 [output_stress]=rrl8 [torch]=rrl9)
+  [argv]=rrl6 [doctor]=rrl7 [output_stress]=rrl8 [torch]=rrl9 [launcher_noise]=rrl10
+  [mem_bind]=rrl11)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 RINGRUN_CLUSTER_DIR=$(mktemp -d /tmp/ringrun-cluster-$CASE.XXXXXX)
 export RINGRUN_CLUSTER_DIR RINGRUN_CLUSTER_PREFIX=${prefixes[$CASE]}
@@ -36,6 +38,9 @@ OUT=$(mktemp -d /tmp/ringrun-cluster-out-$CASE.XXXXXX)
 chmod 0755 "$OUT"
 cleanup() {
   "$CLUSTER" down >/dev/null || echo "cleanup: test-cluster down failed" >&2
+  # ringrun's per-cluster srun facts (srun_cache.hpp) name this cluster's slurm.conf.
+  grep -lsF "conf $RINGRUN_CLUSTER_DIR/" /tmp/ringrun-"$(id -u)"/srun-mpi-list-* \
+    /tmp/ringrun-"$(id -u)"/slurm-task-plugin-* </dev/null | xargs -r rm -f || true
   rm -rf "$RINGRUN_CLUSTER_DIR" "$OUT"
 }
 trap cleanup EXIT
@@ -149,9 +154,11 @@ env_case() {
   [[ $verbose_cmd == *" $RINGRUN task -- $HERE/print_env.sh" ]] || fail "$launcher: argv does not end in the task shim: '$verbose_cmd'"
   if [[ $launcher == srun ]]; then
     local want
-    for want in --ntasks=8 --nodes=4 --distribution=block --kill-on-bad-exit=1 --cpu-bind=none --nodelist=n1,n2,n3,n4; do
+    for want in --ntasks=8 --nodes=4 --distribution=block --kill-on-bad-exit=1 --nodelist=n1,n2,n3,n4; do
       [[ " $verbose_cmd " == *" $want "* ]] || fail "srun argv lacks $want: '$verbose_cmd'"
     done
+    # TaskPlugin=task/none: srun cannot bind, and warns about any --cpu-bind (issue 22).
+    [[ " $verbose_cmd " != *" --cpu-bind"* ]] || fail "srun argv asks a task/none cluster for cpu binding: '$verbose_cmd'"
     if run srun --mpi=list 2>&1 | grep -qw pmix; then
       [[ " $verbose_cmd " == *" --mpi=pmix "* ]] || fail "srun offers pmix but the argv lacks --mpi=pmix: '$verbose_cmd'"
       [[ $(field "$(env_line "$out" 5)" mpi_type) == pmix ]] || fail "srun: rank 5 SLURM_MPI_TYPE is not pmix"
@@ -304,6 +311,54 @@ case_torch() {
       fail "$launcher: epoch 2 loss $got over 4 hosts, $want with -np 4 on one host"
     echo "torch under $launcher: epoch 2 loss $got over 4 hosts ($want on one host)"
   done
+}
+
+# Issue 22: srun and mpirun launches print no launcher line that ringrun's own arguments provoke
+# (srun's "cluster configuration lacks support for cpu binding" for --cpu-bind under task/none,
+# its --ntasks-per-node warning for -np 3 in a --ntasks-per-node=2 job, Open MPI's help blocks):
+# no [srun]/[mpirun] line, no untagged srun/mpirun message (the interface probe's step).
+# --mem-bind local under srun and mpirun: every rank's memory policy binds to its cores' NUMA
+# node (the task shim once asked hwloc, which sees no NUMA in the nodes' namespaces: ENOSYS).
+case_mem_bind() {
+  local script job state launcher
+  script=$(job_script membind.sh \
+    "'$RINGRUN' --mem-bind local -- sh -c 'head -1 /proc/self/numa_maps' >'$OUT/srun.out' 2>&1; echo srun-exit=\$?" \
+    "'$RINGRUN' --launcher mpirun --mem-bind local -- sh -c 'head -1 /proc/self/numa_maps' >'$OUT/mpirun.out' 2>&1; echo mpirun-exit=\$?")
+  job=$(submit -N2 --ntasks-per-node=2 "$script")
+  state=$(wait_done "$job" 120)
+  [[ $state == "COMPLETED 0:0" ]] || fail "mem_bind job $job: '$state'"
+  for launcher in srun mpirun; do
+    grep -qx "$launcher-exit=0" "$OUT/job-$job.out" || fail "$launcher --mem-bind local: $(cat "$OUT/$launcher.out")"
+    [[ $(grep -cE '^\[[0-3]\]<stdout>:[0-9a-f]+ bind:0 ' "$OUT/$launcher.out") -eq 4 ]] ||
+      fail "$launcher --mem-bind local: not every rank's memory bound to node 0: $(cat "$OUT/$launcher.out")"
+  done
+}
+
+case_launcher_noise() {
+  local -a launches=("" "--srun-mpi none" "-np 3" "--bind none --gpus-per-rank 0" "--launcher mpirun"
+    "--launcher mpirun -np 3") sizes=(8 8 3 8 8 3) lines=()
+  local i script job state out noise
+  for i in "${!launches[@]}"; do
+    lines+=("'$RINGRUN' ${launches[i]} -- /bin/sh -c 'echo \"hello \$RANK\"' >'$OUT/noise.$i' 2>&1; echo launch-$i-exit=\$?")
+  done
+  script=$(job_script noise.sh "${lines[@]}")
+  job=$(submit -N4 --ntasks-per-node=2 --gpus-per-node=2 "$script")
+  state=$(wait_done "$job" 180)
+  [[ $state == "COMPLETED 0:0" ]] || fail "noise job $job: '$state'"
+  for i in "${!launches[@]}"; do
+    out=$OUT/noise.$i
+    grep -qx "launch-$i-exit=0" "$OUT/job-$job.out" || fail "ringrun ${launches[i]}: $(grep "launch-$i-exit" "$OUT/job-$job.out")"
+    [[ $(grep -c '^\[[0-9]*\]<stdout>:hello [0-9]*$' "$out") -eq ${sizes[i]} ]] ||
+      fail "ringrun ${launches[i]}: not ${sizes[i]} hello lines: $(head -5 "$out")"
+    noise=$(grep -E '^\[(srun|mpirun)\]|^(srun|mpirun|orted|prterun)(\.slurm)?: |^-{20,}$' "$out" | head -5 || true)
+    [[ -z $noise ]] || fail "ringrun ${launches[i]}: launcher noise: $noise"
+  done
+  # The TaskPlugin was read once (scontrol) and remembered for this cluster.
+  local cached
+  cached=$(grep -lsF "conf $RINGRUN_CLUSTER_DIR/etc/slurm.conf" /tmp/ringrun-"$(id -u)"/slurm-task-plugin-* </dev/null |
+    head -1 || true)
+  [[ -n $cached && $(tail -1 "$cached") == task/none ]] ||
+    fail "no cached TaskPlugin task/none for this cluster in /tmp/ringrun-$(id -u)"
 }
 
 # doctor --all-nodes inside an allocation: one step over the nodes, one table per node.
