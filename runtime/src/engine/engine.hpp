@@ -8,29 +8,59 @@
 //   op->wait();          // RINGRUN_OK or an error code; op->message() says why
 //   engine.shutdown();   // collective: fails what is still pending, joins the thread
 //
-// A cycle is one allgather of a small fixed-size record per rank (flags, the byte size of what
-// follows, the response-cache entries this rank newly submitted, and the data of small cached
-// allreduces) and, only when some rank submitted a name that is not in the cache (or differs
-// from it), a second allgather of the full descriptions. The cache entries go as a bit vector,
-// or as a short list of indices while every rank submits only a few per cycle (see RecordLayout
-// in engine.cpp). Every rank applies the same records in rank order, so every rank holds the
-// same table of pending names and decides the same ready list, order, fusion groups and cache
-// updates with no coordinator round trip. Rank 0's clock alone decides stall shutdowns (it sends
-// them in its record) and only rank 0 writes the timeline, as in Horovod.
+// What one cycle does (cycle.cpp, Engine::run_cycle), the same steps on every rank:
+//   1. Write this rank's record (negotiation.cpp): each op submitted since the last cycle as its
+//      response-cache bit when the cache holds its name with the same shape, else as a full
+//      description; the inputs of small cached allreduces pending here (inline data); rank 0 adds
+//      the stall shutdowns its stall inspector decided. One small cached op alone takes a direct
+//      writer of the same bytes (checked builds compare the two).
+//   2. Exchange the records: one allgather of the fixed-size part (flags, cache bits as a bit
+//      vector or a short index list, inline data) and, only when some rank has descriptions or
+//      other payload, a second allgather of the payloads (negotiation_record.hpp: the format).
+//   3. When every rank's record holds the same single inline op and nothing else is pending
+//      anywhere, reduce it from the records and complete it: the lone op's shortcut. Done.
+//   4. Apply every rank's record in rank order (negotiation.cpp, pending_table.cpp): every rank
+//      builds the same table of pending names, and a name becomes ready once all ranks sent it.
+//   5. Decide (cycle.cpp): fail what rank 0 found stalled; at a finalize on any rank fail
+//      everything pending; else execute the ready names in creation order (execution.cpp):
+//      mismatches fail, inline ops complete from the records, allreduces fuse by (dtype, op)
+//      up to the fusion threshold (in place as spans, or through the fusion buffer), the rest
+//      run one by one; each done name updates the response cache and completes its op.
+//   6. End (cycle.cpp): names completed outside the cache enter it (evicting the least recently
+//      used of their room), the inline sources are forgotten, the timeline is flushed.
+// Every rank applies the same records in the same order, so every rank decides the same ready
+// list, order, fusion groups and cache updates with no coordinator round trip. Rank 0's clock
+// alone decides stall shutdowns and only rank 0 writes the timeline, as in Horovod.
+//
+// The engine's files, each owning one seam (its header or its opening comment says what it may
+// touch):
+//   engine.hpp/.cpp        the class, configuration, and the lifecycle: start (constructor),
+//                          submission, the background thread's loop, stop (shutdown), release
+//   cycle.cpp              the cycle above, in order
+//   negotiation.cpp        what this rank writes in its record, the exchange, applying records
+//   negotiation_record.hpp the record's format: layout, header, payload entries (a protocol)
+//   pending_table.cpp      the table of pending names, completion and failure, cache upkeep,
+//                          the stall checks' walk over the table
+//   response_cache.hpp     the response cache: bits, LRU eviction, two rooms, bit hints
+//   stall_inspector.hpp    stall warnings and shutdowns: decisions from given times, messages
+//   execution.cpp          fusion grouping and running the collectives
+//   op_state.hpp           op states: completion (lock-free), waits, free lists, CycleDriver
+//   timeline.hpp           the Chrome trace written by rank 0
+//   engine_c_api.cpp, process_engine.hpp: the process-wide engine behind the C API
 //
 // The steady state (the same names every step) costs no allocation and no lookup by name in the
 // cycle beyond one per submitted op: a cached name's table entry is indexed by its cache bit and
 // reused from step to step, set bits are applied a 64-bit word at a time, and ops complete with a
-// store each (one fence per cycle). A step of a thousand small tensors spends about a tenth of a
-// microsecond per tensor on bookkeeping; the rest is the one fused allreduce, over the tensors in
-// place (one span when they are adjacent in memory). One small op at a time, the latency-bound
-// case, completes straight from the records (complete_lone_inline).
+// store each (no fence: op_state.hpp). A step of a thousand small tensors spends about a tenth of
+// a microsecond per tensor on bookkeeping; the rest is the one fused allreduce, over the tensors
+// in place (one span when they are adjacent in memory).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,12 +72,14 @@
 
 #include "core/communicator.hpp"
 #include "core/world.hpp"
+#include "engine/negotiation_record.hpp"
+#include "engine/op_state.hpp"
+#include "engine/response_cache.hpp"
+#include "engine/stall_inspector.hpp"
 
 namespace ringrun::engine {
 
 class Timeline;
-class Engine;
-struct RecordLayout;  // engine.cpp: the fixed part of a negotiation record
 
 struct EngineConfig {
   std::size_t fusion_threshold_bytes = 128u << 20;   // RINGRUN_FUSION_THRESHOLD_MB
@@ -116,95 +148,10 @@ struct EngineStats {
   std::uint64_t listed_cycles = 0;         // cycles whose records listed cache indices, not bit vectors
 };
 
-// Whoever runs a negotiation cycle holds `mutex`: the background thread, or a thread blocked in
-// OpState::wait(), which then runs the cycles itself (two thread hand-offs fewer per op: what
-// keeps one small op within a few microseconds of a plain allreduce). A handle may outlive its
-// engine (engine is null once the engine has stopped), so drivers are never freed before the
-// process exits (new_cycle_driver): a counted reference per op cost two locked instructions per
-// op, a driver is a few dozen bytes per engine ever started.
-struct CycleDriver {
-  std::mutex mutex;
-  Engine* engine = nullptr;      // guarded by mutex
-  // Threads in OpState::wait() in line for mutex or running cycles (all but one that got the
-  // mutex at once for one cycle): the background thread stands back.
-  std::atomic<int> waiters{0};
-};
-
-class OpRef;
-struct OpStateFreeList;
-
-// The completion of one submitted op. Exactly two parties hold it: whoever submitted it (an
-// OpRef, or the C API's handle) and the engine (until the op is done and its sleepers woken);
-// the second to let go recycles it (OpRef::reset). Recycled states go to a free list of the
-// releasing thread, so a training loop's submissions reuse the last step's states: no malloc, no
-// free, and no reference count beyond one exchange per party.
-class OpState {
- public:
-  // The first call counts. Called by whoever runs the engine's cycle (under CycleDriver::mutex),
-  // so calls never race each other.
-  void complete(int code, std::string message);
-  // complete() without the fence and the wake-up (false if it was done already): for a cycle
-  // while the engine runs, when no waiter can be asleep on it (Engine::complete_ok).
-  bool complete_quietly(int code, std::string message);
-  int wait();                 // blocks until done (running the engine's cycles meanwhile); the op's status
-  bool done() const { return done_.load(std::memory_order_acquire); }
-  int code() const;           // valid once done()
-  std::string message() const;  // "" on success; valid once done()
-
-  // A new state for an op of the engine that driver runs, with its two references.
-  static std::pair<OpRef, OpRef> create(CycleDriver* driver);
-
- private:
-  friend class OpRef;
-  friend struct OpStateFreeList;
-  OpState() = default;
-  void let_go();  // one party is done with it: the second recycles it
-  void wake_sleepers();  // after a seq_cst fence that follows the store of done_
-
-  // No mutex: a step completes a thousand of these, and each is a store; the futex wake happens
-  // only for a thread that sleeps (the waiting thread is usually the one completing them).
-  std::atomic<bool> done_{false};     // code_ and message_ are written
-  std::atomic<bool> let_go_{false};   // one of the two parties let go
-  std::atomic<int> sleepers_{0};      // threads blocked in wait() on done_
-  int code_ = 0;
-  CycleDriver* driver_ = nullptr;  // lives as long as the process (new_cycle_driver)
-  std::string message_;
-  OpState* next_free_ = nullptr;   // in a thread's free list
-};
-
-// One party's hold on an OpState: move-only; lets go when reset or destroyed.
-class OpRef {
- public:
-  OpRef() = default;
-  OpRef(OpRef&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
-  OpRef& operator=(OpRef&& other) noexcept {
-    if (this != &other) {
-      reset();
-      state_ = std::exchange(other.state_, nullptr);
-    }
-    return *this;
-  }
-  ~OpRef() { reset(); }
-  OpState* operator->() const { return state_; }
-  OpState& operator*() const { return *state_; }
-  OpState* get() const { return state_; }
-  explicit operator bool() const { return state_ != nullptr; }
-  void reset() {
-    if (state_) std::exchange(state_, nullptr)->let_go();
-  }
-  // The C API's handle: the raw state, to be adopted back by the wait.
-  OpState* release() { return std::exchange(state_, nullptr); }
-  static OpRef adopt(OpState* state) { return OpRef(state); }
-
- private:
-  explicit OpRef(OpState* state) : state_(state) {}
-  OpState* state_ = nullptr;
-};
-
 class Engine {
  public:
-  // Starts the background thread. The engine uses comm alone from then on until shutdown():
-  // nobody else may call into comm meanwhile.
+  // Starts the engine (its background thread). The engine uses comm alone from then on until
+  // shutdown(): nobody else may call into comm meanwhile.
   Engine(core::Communicator& comm, EngineConfig config);
   ~Engine();  // shutdown(), errors swallowed
   Engine(const Engine&) = delete;
@@ -223,30 +170,15 @@ class Engine {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // What a rank says about a name, apart from the name itself (no pointers): ranks must agree on it.
-  struct Shape {
-    core::Collective kind = core::Collective::allreduce;
-    ringrun_dtype dtype = RINGRUN_FLOAT32;
-    ringrun_op op = RINGRUN_SUM;
-    std::int32_t root = 0;
-    std::uint64_t count = 0;
-    bool cacheable = true;
-    bool routed = false;  // OpRequest::routed: which room of the cache it takes
-
-    bool operator==(const Shape&) const = default;
-    std::string describe() const;  // "allreduce float32 sum of 10"
-  };
-  struct Description {
-    std::string name;
-    Shape shape;
-  };
+  using StallFailures = std::vector<std::pair<std::string, std::string>>;  // name, message
   // What this rank knows of a name it submitted (a node of local_names_).
   struct NameState {
     explicit NameState(bool is_pending) : pending(is_pending) {}
     std::atomic<bool> pending;  // submitted and not done; cleared by the cycle without the mutex
     // The cycle's last finding of the name's cache bit (-1: none), checked against the cache
-    // before use: a step's thousand names are then found without a lookup by name. Only whoever
-    // runs the cycle touches it, and only while the name is pending (the node cannot go away).
+    // before use (ResponseCache::hint_confirmed): a step's thousand names are then found without
+    // a lookup by name. Only whoever runs the cycle touches it, and only while the name is
+    // pending (the node cannot go away).
     int bit_hint = -1;
     // Submission side (under mutex_): the node's key, and the name submitted after this one last
     // time. A step submits its names in the same order every time, so the next name is usually
@@ -272,7 +204,7 @@ class Engine {
     int present = 0;                                // ranks whose submission was applied
     bool uniform = false;                           // a bit entry every rank sent in one cycle: all shapes are the cache's
     // Named entries only (bit entries use bit_shapes_ and bit_arrival_; see shapes(), arrivals()):
-    std::vector<std::optional<Shape>> per_rank;     // what each rank submitted
+    std::vector<std::optional<OpShape>> per_rank;   // what each rank submitted
     std::vector<Clock::time_point> arrival;         // when each rank's submission was applied (timeline only)
     Clock::time_point first_seen;
     Clock::time_point last_warned;
@@ -285,64 +217,112 @@ class Engine {
     int code;
     std::string message;
   };
-
   friend class OpState;
-  [[noreturn]] void throw_pending(const std::string& name) const;
+
+  // ---- Lifecycle (engine.cpp) ---------------------------------------------------------------
+  // start: the constructor starts the thread (loop). run: cycles, by the thread or by waiters
+  // (OpState::wait), one at a time under driver_->mutex. stop: shutdown() requests it; the cycle
+  // that sees every rank's shutdown flag (or a broken communicator) sets finished_; the thread
+  // leaves its loop, fails leftovers and detaches the driver; shutdown() joins it and releases
+  // the tables (release(): the point a reset for elastic would start again from).
   void loop();
+  // Sleeps until the next cycle is due (a batch window after a batch, the cycle time while
+  // anything is pending, the idle heartbeat otherwise); false once the thread should leave.
+  void wait_for_cycle(std::uint64_t& seen_cycles, Clock::time_point& seen_at);
+  void stop_loop();  // the thread's last act: fails what was never sent, detaches the driver
   // One cycle with what was submitted so far; the caller holds driver_->mutex and !finished_.
   // After an error (the communicator broke) or once every rank asked to shut down, sets finished_
   // and fails what is pending.
   void cycle_once();
+  void break_down(std::exception_ptr error);  // the communicator broke: fail everything, finish
   // Called by the last thread that ran cycles in OpState::wait() as it leaves (driver mutex held):
   // the background thread takes over what is still pending here.
   void waiter_left();
+  void release();  // after the thread joined: frees the tables and buffers
+  [[noreturn]] void throw_pending(const std::string& name) const;
+  NameState* note_submission(const std::string& name);  // under mutex_: the name is pending here now
+
+  // ---- The cycle (cycle.cpp) ----------------------------------------------------------------
   void run_cycle(std::vector<LocalOp>& fresh, bool shutdown);
-  static Shape shape_of(const OpRequest& request);
-  // The name's bit_hint still names its cache entry (bits are reused after evictions).
-  bool hint_confirmed(const NameState* node) const;
+  void adopt_fresh(std::vector<LocalOp>& fresh);  // this rank's ops join their entries
+  void decide(const StallFailures& stalled, Clock::time_point now);  // fail, or execute what is ready
+  void end_cycle();  // cache insertions, inline sources cleared, timeline flushed
+
+  // ---- Negotiation: the records' writers and reader (negotiation.cpp) ------------------------
+  static OpShape shape_of(const OpRequest& request);
+  // CLOCK_MONOTONIC_COARSE (a few ms, a quarter of a precise read's cost), from steady_clock's origin.
+  static Clock::time_point coarse_now();
+  // This rank's record for this cycle into mine_ and the payload; returns the ops sent as cache bits.
+  std::size_t write_record(const RecordLayout& layout, std::vector<LocalOp>& fresh, bool shutdown, Clock::time_point now,
+                           Writer& payload);
+  std::size_t write_general_record(const RecordLayout& layout, std::vector<LocalOp>& fresh, bool shutdown,
+                                   Clock::time_point now, Writer& payload);
+  // The general writer's parts: the submissions (cache bits or descriptions), the inline data.
+  std::size_t write_submissions(const RecordLayout& layout, std::vector<LocalOp>& fresh, Clock::time_point now, Writer& payload);
+  RecordHeader write_inline(const RecordLayout& layout, const std::vector<LocalOp>& fresh, std::size_t listed);
   // The record of a cycle whose only op is one cached small allreduce, nothing else pending
-  // here: what the general writer in run_cycle would write, without its generality (false:
-  // not that case, nothing written).
+  // here: what the general writer would write, without its generality (false: not that case,
+  // nothing written). Checked builds (RINGRUN_CHECKED) compare the two for every such op.
   bool write_lone_record(const RecordLayout& layout, LocalOp& op, Clock::time_point now);
+  // Allgathers the records (fixed parts, then payloads when any rank has one), sizes the next
+  // cycle's layout; returns the largest payload (0: none).
+  // (submitted, cached: this rank's ops this cycle and those sent as cache bits, for the counters.)
+  std::size_t exchange_records(const RecordLayout& layout, const Writer& payload, std::size_t submitted, std::size_t cached);
+  // Applies every rank's record in rank order: every rank builds the same table and ready list.
+  void apply_records(const RecordLayout& layout, std::size_t max_payload, Clock::time_point now, StallFailures& stalled);
+  void apply_everyone_bits(const RecordLayout& layout, Clock::time_point now);  // bits every rank sent: ready at once
+  void apply_payload(int rank, const RecordLayout& layout, std::size_t max_payload, Clock::time_point now,
+                     StallFailures& stalled);
   // The steady state of one small op at a time (a latency-bound loop, a synchronous call routed
   // through the engine): every rank's record holds the same single cached allreduce, inline,
   // and nothing else is pending anywhere. It completes straight from the records, without the
   // table; false (nothing done) otherwise.
   bool complete_lone_inline(const RecordLayout& layout, std::vector<LocalOp>& fresh);
-  const std::string& entry_name(const Entry& entry) const;
-  std::optional<Shape>* shapes(Entry& entry);      // size_ of them: what each rank submitted
-  Clock::time_point* arrivals(Entry& entry);       // size_ of them; only kept with a timeline
-  Entry& entry_for_name(const std::string& name, Clock::time_point now);  // creates a named entry
-  Entry* find_entry(const std::string& name);
-  void apply_shape(Entry& entry, int rank, const Shape& shape, Clock::time_point now);
-  void reset_entry(Entry& entry);  // done or failed: a bit entry is kept for reuse, a named one erased
-  void fail_entry(Entry& entry, int code, const std::string& message);
-  void fail_everything(int code, const std::string& message);
-  void finish(LocalOp op, int code, std::string message);  // an error: handed over after the cycle
-  void complete_ok(LocalOp& op);                           // at once
-  void hand_over_finished();  // completes the cycle's finished ops (one lock for all of them)
-  void execute(std::vector<Entry*>& ready);
-  void finish_ok(Entry& entry);
-  // ready_at: when the cycle agreed the op was ready everywhere (the timeline's QUEUE starts there).
-  void execute_allreduce_group(const std::vector<Entry*>& group, Clock::time_point ready_at);
-  void execute_single(Entry& entry, Clock::time_point ready_at);
-  void check_stalls(Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
-  void check_stall(Entry& entry, Clock::time_point now, std::vector<std::pair<std::string, std::string>>& to_fail);
-  void update_cache(Entry& entry, const Shape& shape);
-  void insert_into_cache(Description description);
-  void grow_bit_tables();
   // core::cuda_driver_loaded() walks the loaded objects, about as costly as the rest of a small
   // op's bookkeeping: a cycle asks again only once the coarse clock has moved on (a few ms). No
   // program loads the CUDA driver, creates a context and allocates device memory in that time;
   // once loaded, the answer never changes.
   bool cuda_driver_loaded(Clock::time_point coarse);  // coarse: the cycle's coarse clock reading
 
+  // ---- The table of pending names, completion and the cache's upkeep (pending_table.cpp) -----
+  const std::string& entry_name(const Entry& entry) const;
+  std::optional<OpShape>* shapes(Entry& entry);      // size_ of them: what each rank submitted
+  Clock::time_point* arrivals(Entry& entry);       // size_ of them; only kept with a timeline
+  Entry& entry_for_name(const std::string& name);  // creates a named entry
+  Entry* find_entry(const std::string& name);
+  void apply_shape(Entry& entry, int rank, const OpShape& shape, Clock::time_point now);
+  void reset_entry(Entry& entry);  // done or failed: a bit entry is kept for reuse, a named one erased
+  void fail_entry(Entry& entry, int code, const std::string& message);
+  void fail_everything(int code, const std::string& message);
+  void finish(LocalOp op, int code, std::string message);  // an error: handed over after the cycle
+  void complete_ok(LocalOp& op);                           // at once
+  void finish_ok(Entry& entry);                            // done everywhere: cache updated, op completed
+  void hand_over_finished();  // completes the cycle's finished ops (one lock for all of them)
+  void update_cache(Entry& entry, const OpShape& shape);
+  void insert_into_cache(Description description);
+  void grow_bit_tables();
+  // Rank 0, every StallInspector::kCheckEvery: the verdicts on the table's names.
+  void check_stalls(Clock::time_point now, StallFailures& to_fail);
+  void check_stall(Entry& entry, Clock::time_point now, StallFailures& to_fail);
+
+  // ---- Execution and fusion grouping (execution.cpp) ----------------------------------------
+  void execute(std::vector<Entry*>& ready);
+  void fail_mismatched(std::vector<Entry*>& ready, Clock::time_point now);  // and the NEGOTIATE spans
+  void complete_inline(std::vector<Entry*>& ready);  // small allreduces every rank sent inline
+  // ready_at: when the cycle agreed the op was ready everywhere (the timeline's QUEUE starts there).
+  void execute_allreduce_group(const std::vector<Entry*>& group, Clock::time_point ready_at);
+  // Adjacent tensors merged into spans_ and reduced in place; false when the transport cannot
+  // take several spans (then the fusion buffer).
+  bool allreduce_in_place(const std::vector<Entry*>& group, Clock::time_point ready_at);
+  void allreduce_through_fusion_buffer(const std::vector<Entry*>& group, bool compress, Clock::time_point ready_at);
+  void execute_single(Entry& entry, Clock::time_point ready_at);
+
   core::Communicator& comm_;
   const EngineConfig config_;
   const int rank_;
   const int size_;
 
-  // Shared with submitters.
+  // Shared with submitters (engine.cpp).
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalOp> submitted_;           // not yet sent in a cycle
@@ -370,31 +350,24 @@ class Engine {
   bool waiter_left_ = false;                 // the last driving waiter left while work remains here
 
   // Owned by whoever runs the cycle (driver_->mutex).
-  // By cache bit. It grows only between cycles' uses of Entry pointers: new names enter the cache
-  // after a cycle's ops are done (cache_inserts_).
+  // The table (pending_table.cpp). By cache bit. It grows only between cycles' uses of Entry
+  // pointers: new names enter the cache after a cycle's ops are done (cache_inserts_).
   std::vector<Entry> bit_entries_;
   std::vector<Description> cache_inserts_;               // names this cycle completed outside the cache
   // What each rank submitted for each bit entry, [bit * size_ + rank]: one flat array, walked in
   // bit order while a step's records are applied, instead of a small allocation per entry.
-  std::vector<std::optional<Shape>> bit_shapes_;
+  std::vector<std::optional<OpShape>> bit_shapes_;
   std::vector<Clock::time_point> bit_arrival_;           // the same layout; only with a timeline
   std::unordered_map<std::string, Entry> named_entries_;
   std::size_t pending_entries_ = 0;                      // entries with present > 0
   std::size_t local_pending_ = 0;                        // entries holding this rank's op
   std::vector<int> local_bits_;                          // bit entries holding this rank's op
   std::uint64_t next_entry_seq_ = 0;
-  std::vector<Description> cache_;                       // by cache bit
-  std::vector<std::uint64_t> cache_used_;                // by cache bit: the cycle it last completed an op (LRU)
-  std::size_t routed_cached_ = 0;                        // entries of cache_ whose shape is routed
-  // By cache bit: the local name whose bit_hint was last found to point here (null once the bit
-  // changes hands). A hint is right when its bit still names its node: a pointer comparison per
-  // op instead of a string comparison. (A node freed and another allocated at its address starts
-  // without a hint, so a stale pointer here is never confirmed.)
-  std::vector<const NameState*> cache_hinted_by_;
-  std::unordered_map<std::string, std::size_t> cache_index_;
+  ResponseCache cache_;
   std::uint64_t cycle_number_ = 0;                       // cycles run; the same on every rank
-  // Inline data of this cycle's records: per bit and rank a pointer into the records, and per bit
-  // how many ranks sent it (an op reduces inline only when every rank did).
+  // The records (negotiation.cpp). Inline data of this cycle's records: per bit and rank a pointer
+  // into the records, and per bit how many ranks sent it (an op reduces inline only when every
+  // rank did).
   std::vector<const std::byte*> inline_sources_;
   std::vector<int> inline_ranks_;
   std::vector<int> inline_touched_;
@@ -409,11 +382,11 @@ class Engine {
   std::size_t completed_ok_ = 0;                         // this cycle, for the counters
   std::vector<LocalOp> fresh_;
   std::vector<std::byte> mine_, all_fixed_, all_payload_, padded_payload_;
-  std::vector<core::BufferSpan> spans_;
+  std::vector<core::BufferSpan> spans_;                  // execution.cpp
   std::vector<bool> shutdown_seen_;                      // per rank, sticky
   bool anyone_active_ = false;                           // last cycle: something pending or shutting down somewhere
   bool finished_ = false;                                // no cycle runs any more (all shut down, or broken)
-  Clock::time_point last_stall_check_{};
+  StallInspector stall_;                                 // rank 0's (check_stalls)
   CycleDriver* const driver_;
   const std::size_t inline_capacity_;
   bool cuda_loaded_ = false;

@@ -1,0 +1,110 @@
+// The negotiation record's format (negotiation_record.hpp): layout, growth rules, payload codec.
+#include "engine/negotiation_record.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/dtype.hpp"
+#include "ringrun/runtime.hpp"
+
+namespace ringrun::engine {
+
+using core::Collective;
+
+std::string OpShape::describe() const {
+  switch (kind) {
+    case Collective::allreduce: return fmt::format("allreduce {} {} of {}", core::dtype_name(dtype), core::op_name(op), count);
+    case Collective::broadcast: return fmt::format("broadcast {} of {} from root {}", core::dtype_name(dtype), count, root);
+    case Collective::allgather: return fmt::format("allgather {} of {}", core::dtype_name(dtype), count);
+    case Collective::barrier: return "barrier";
+  }
+  return "unknown collective";
+}
+
+void throw_bad_cache_bit(std::uint32_t bit, std::size_t cache_entries) {
+  throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("engine: a negotiation record names cache bit {} of {}", bit, cache_entries));
+}
+
+std::size_t next_inline_area(std::size_t area, std::size_t wanted, std::size_t capacity) {
+  if (wanted > area) {
+    std::size_t grown = kInlineAlign;
+    while (grown < wanted) grown *= 2;
+    return std::min(grown, capacity);
+  }
+  if (wanted * 4 < area && area > kInlineAlign) return area / 2;
+  return area;
+}
+
+std::size_t next_index_slots(std::size_t slots, std::size_t wanted, std::size_t capacity) {
+  const std::size_t most = std::max(kMinIndexSlots, capacity);
+  if (wanted > slots) {
+    std::size_t grown = kMinIndexSlots;
+    while (grown < wanted && grown < most) grown *= 2;
+    return grown;
+  }
+  if (wanted * 4 < slots && slots > kMinIndexSlots) return slots / 2;
+  return slots;
+}
+
+RecordLayout record_layout(std::size_t cache_entries, std::size_t inline_area, std::size_t index_slots) {
+  RecordLayout layout;
+  layout.bit_bytes = (cache_entries + 7) / 8;
+  layout.inline_bytes = cache_entries ? inline_area : 0;
+  const std::size_t vectors = layout.inline_bytes ? 2 * layout.bit_bytes : layout.bit_bytes;
+  layout.listed = cache_entries && index_slots * sizeof(std::uint32_t) < vectors;
+  layout.slots = layout.listed ? index_slots : 0;
+  layout.inline_bits_at = kFixedHeaderBytes + layout.bit_bytes;
+  const std::size_t end = kFixedHeaderBytes + (layout.listed ? layout.slots * sizeof(std::uint32_t) : vectors);
+  // Aligned within the record, and records are whole multiples of kInlineAlign: the reduction
+  // reads the data in place from the gathered records.
+  layout.inline_data_at = layout.inline_bytes ? round_up(end, kInlineAlign) : end;
+  layout.fixed_bytes = layout.inline_data_at + layout.inline_bytes;
+  return layout;
+}
+
+void Reader::raw(void* p, std::size_t n) {
+  if (pos_ + n > size_) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: truncated negotiation record");
+  std::memcpy(p, data_ + pos_, n);
+  pos_ += n;
+}
+
+void write_description(Writer& payload, const std::string& name, const OpShape& shape) {
+  payload.u8(kRecordDescription);
+  payload.str(name);
+  payload.u8(static_cast<std::uint8_t>(shape.kind));
+  payload.u8(static_cast<std::uint8_t>(shape.dtype));
+  payload.u8(static_cast<std::uint8_t>(shape.op));
+  payload.u8(shape.cacheable ? (shape.routed ? kCacheRouted : kCacheProgram) : kCacheNone);
+  payload.u32(static_cast<std::uint32_t>(shape.root));
+  payload.u64(shape.count);
+}
+
+Description read_description(Reader& payload) {
+  Description d;
+  d.name = payload.str();
+  d.shape.kind = static_cast<Collective>(payload.u8());
+  d.shape.dtype = static_cast<ringrun_dtype>(payload.u8());
+  d.shape.op = static_cast<ringrun_op>(payload.u8());
+  const std::uint8_t cache_room = payload.u8();
+  if (cache_room > kCacheRouted) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: unknown cache room in a negotiation record");
+  d.shape.cacheable = cache_room != kCacheNone;
+  d.shape.routed = cache_room == kCacheRouted;
+  d.shape.root = static_cast<std::int32_t>(payload.u32());
+  d.shape.count = payload.u64();
+  return d;
+}
+
+void write_stall_failure(Writer& payload, const std::string& name, const std::string& message) {
+  payload.u8(kRecordStallFailure);
+  payload.str(name);
+  payload.str(message);
+}
+
+void write_cached_bits(Writer& payload, const std::uint32_t* bits, std::size_t n) {
+  payload.u8(kRecordCachedBits);
+  payload.u32(static_cast<std::uint32_t>(n));
+  for (std::size_t i = 0; i < n; ++i) payload.u32(bits[i]);
+}
+
+}  // namespace ringrun::engine

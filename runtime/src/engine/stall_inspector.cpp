@@ -1,0 +1,43 @@
+// The stall inspector (stall_inspector.hpp): verdicts and wording, from the times it is given.
+#include "engine/stall_inspector.hpp"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace ringrun::engine {
+
+namespace {
+double seconds(StallInspector::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+StallInspector::Verdict StallInspector::judge(Clock::time_point first_seen, Clock::time_point last_warned,
+                                              Clock::time_point now) const {
+  const auto age = now - first_seen;
+  if (shutdown_.count() > 0 && age >= shutdown_) return Verdict::shut_down;
+  const bool warn_now = warning_.count() > 0 && age >= warning_ &&
+                        (now - last_warned >= warning_ || last_warned == first_seen);
+  return warn_now ? Verdict::warn : Verdict::none;
+}
+
+std::string StallInspector::describe(const std::string& name, const std::string& what, Clock::duration waited,
+                                     const std::vector<int>& submitted, const std::string& missing) {
+  return fmt::format("tensor '{}' ({}) has waited {:.1f} s: submitted by {}, not by {}", name, what, seconds(waited),
+                     join_ranks(submitted), missing);
+}
+
+std::string StallInspector::shutdown_message(const std::string& description) const {
+  return fmt::format("stalled: {} (RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS={:g})", description, seconds(shutdown_));
+}
+
+void StallInspector::warn(const std::string& description) {
+  std::fprintf(stderr, "ringrun: stall warning: %s\n", description.c_str());
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+}  // namespace ringrun::engine
