@@ -26,6 +26,6 @@ std::unique_ptr<Backend> make_backend(LauncherKind kind);
 std::optional<Allocation> allocation_from_environment(const Environment& env);
 
 // NAME=VALUE strings: `base` overlaid by `overrides`.
-std::vector<std::string> merge_environment(const Environment& base, const std::map<std::string, std::string>& overrides);
+std::vector<std::string> merge_environment(const Environment& base, const EnvironmentMap& overrides);
 
 }  // namespace ringrun

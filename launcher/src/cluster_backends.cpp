@@ -33,8 +33,8 @@ std::vector<int> ranks_per_host(const Plan& plan) {
 // What every task needs to plan itself: the layout, the store, the knobs. Values travel in the
 // launcher's environment; srun exports it whole and mpirun gets `-x NAME` (never the value) so
 // the secret is not on any command line.
-std::map<std::string, std::string> shared_environment(const Plan& plan, const LaunchOptions& options) {
-  std::map<std::string, std::string> env;
+EnvironmentMap shared_environment(const Plan& plan, const LaunchOptions& options) {
+  EnvironmentMap env;
   if (plan.ranks.empty()) return env;
   const auto& first = plan.ranks.front().env;
   for (const char* name : {"RINGRUN_STORE_ADDR", "RINGRUN_JOB_SECRET", "RINGRUN_START_TIMEOUT", "RINGRUN_SIZE",
@@ -42,7 +42,7 @@ std::map<std::string, std::string> shared_environment(const Plan& plan, const La
                            "RINGRUN_FUSION_THRESHOLD_MB", "RINGRUN_CYCLE_TIME_MS", "RINGRUN_TIMELINE_FILENAME",
                            "RINGRUN_TIMELINE_MARK_CYCLES", "RINGRUN_CACHE_CAPACITY",
                            "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"})
-    if (auto it = first.find(name); it != first.end()) env[name] = it->second;
+    if (auto value = first.value_of(name)) env[name] = *value;
   std::string layout, hosts;
   const std::vector<int> counts = ranks_per_host(plan);
   for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
@@ -57,7 +57,7 @@ std::map<std::string, std::string> shared_environment(const Plan& plan, const La
   for (const auto& x : options.env_args) {
     auto eq = x.find('=');
     std::string name = x.substr(0, eq);
-    if (auto it = first.find(name); it != first.end()) env[name] = it->second;
+    if (auto value = first.value_of(name)) env[name] = *value;
   }
   return env;
 }
@@ -95,7 +95,7 @@ class ClusterBackend : public Backend {
  protected:
   virtual std::vector<std::string> launcher_argv(const Plan&, const LaunchOptions&, const Environment&) const = 0;
   virtual OutputRetag retag() const = 0;
-  mutable std::map<std::string, std::string> shared_;
+  mutable EnvironmentMap shared_;
   mutable std::vector<std::string> argv_;
   mutable std::vector<std::string> unset_;  // left out of the launcher's environment
 };

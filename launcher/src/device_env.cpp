@@ -37,7 +37,7 @@ std::optional<std::vector<std::string>> id_list(const Environment& env, const ch
 // rank's own devices, 0..n-1 (a -x value still wins; make_plan applies it last).
 void set_device_variables(const std::string& gpu, const std::string& vendor,
                           const std::function<bool(const std::string&)>& user_sets,
-                          std::map<std::string, std::string>& env) {
+                          EnvironmentMap& env) {
   if (vendor != "amd") {
     env["CUDA_VISIBLE_DEVICES"] = gpu;
     if (!user_sets("CUDA_DEVICE_ORDER")) env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";

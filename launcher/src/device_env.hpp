@@ -1,6 +1,8 @@
 // The variables that hand a rank its GPU, by vendor (CUDA's or ROCm's).
 #pragma once
 
+#include <ringrun/rank_environment.hpp>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -12,6 +14,6 @@ namespace ringrun {
 // `user_sets(NAME)`: whether the user's -x or ringrun's environment sets NAME.
 void set_device_variables(const std::string& gpu, const std::string& vendor,
                           const std::function<bool(const std::string&)>& user_sets,
-                          std::map<std::string, std::string>& env);
+                          EnvironmentMap& env);
 
 }  // namespace ringrun

@@ -283,15 +283,21 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   if (alloc.source == AllocationSource::local) alloc.hosts[0].slots = *options.num_proc;
 
   PlanInputs in;
-  in.allocation = alloc;
+  in.allocation = std::move(alloc);  // a 4,096-host allocation is not worth a copy
+  const Allocation& allocation = in.allocation;
   in.launcher_env = env;
   const bool single_local = options.launcher == LauncherKind::local || mpi_on_this_host;
-  in.master_addr = single_local ? "127.0.0.1" : alloc.hosts.front().name;
+  in.master_addr = single_local ? "127.0.0.1" : allocation.hosts.front().name;
   in.master_port = free_port();
   in.job_secret = inv.dry_run ? std::string(64, '0') : job_secret();
   if (topo) {
-    in.node_layout = [&topo, &options](std::size_t, int local_size) {
-      return topology::plan_node(*topo, local_size, options.node);
+    // Every host is planned from this one topology: one layout per ranks-per-host count (a
+    // 4,096-node plan would otherwise lay out the same node 4,096 times).
+    auto layouts = std::make_shared<std::map<int, std::vector<topology::LocalSlot>>>();
+    in.node_layout = [&topo, &options, layouts](std::size_t, int local_size) {
+      auto it = layouts->find(local_size);
+      if (it == layouts->end()) it = layouts->emplace(local_size, topology::plan_node(*topo, local_size, options.node)).first;
+      return it->second;
     };
   }
   // NCCL facts of this host (the task shims find their own node's).
@@ -302,10 +308,10 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // dry run, which starts nothing; not for a job named by --jobid, whose nodes srun cannot reach
   // from here without it).
   if (!options.network_interface && !inv.dry_run && options.launcher != LauncherKind::local &&
-      alloc.hosts.size() > 1 && alloc.source != AllocationSource::slurm_job) {
+      allocation.hosts.size() > 1 && allocation.source != AllocationSource::slurm_job) {
     std::vector<std::string> names;
-    for (const auto& h : alloc.hosts) names.push_back(h.name);
-    auto shared = netprobe::probe_shared_interface(names, alloc.source == AllocationSource::slurm_env, env, inv.verbose);
+    for (const auto& h : allocation.hosts) names.push_back(h.name);
+    auto shared = netprobe::probe_shared_interface(names, allocation.source == AllocationSource::slurm_env, env, inv.verbose);
     if (shared.name) in.chosen_interface = InterfaceChoice{*shared.name, shared.reason};
   } else if (!options.network_interface) {
     in.chosen_interface = choose_network_interface(host_interfaces(), topology_netdevs(topo));
@@ -351,7 +357,8 @@ int run_invocation(const Invocation& inv, const Environment& env) {
 
   if (inv.dry_run) {
     if (!inv.json) std::cout << "command: " << netprobe::shell_words(plan.command) << '\n';
-    std::cout << (inv.json ? plan_to_json(plan) : plan_to_table(plan)) << std::flush;
+    if (inv.json) write_plan_json(plan, std::cout);
+    else std::cout << plan_to_table(plan) << std::flush;
     return 0;
   }
   if (inv.verbose) {

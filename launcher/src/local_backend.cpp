@@ -22,13 +22,12 @@ class LocalBackend final : public Backend {
       p.host = r.host;
       p.label = "rank";
       p.argv = plan.command;
-      p.env = merge_environment(env, r.env);
+      p.env = merge_environment(env, r.env.to_map());
       p.cpus = r.cpus;
       p.stdin_inherit = r.rank == 0;
       // PATH is ringrun's unless -x changed it for the ranks; resolved once, before anything starts.
       if (executable.empty()) {
-        auto it = r.env.find("PATH");
-        std::string path = it != r.env.end() ? it->second : (env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin");
+        std::string path = r.env.value_of("PATH").value_or(env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin");
         executable = resolve_program(plan.command.at(0), path);
       }
       p.executable = executable;
@@ -40,7 +39,7 @@ class LocalBackend final : public Backend {
 
 }  // namespace
 
-std::vector<std::string> merge_environment(const Environment& base, const std::map<std::string, std::string>& overrides) {
+std::vector<std::string> merge_environment(const Environment& base, const EnvironmentMap& overrides) {
   std::vector<std::string> out;
   out.reserve(base.size() + overrides.size());
   for (const auto& [k, v] : base)

@@ -279,6 +279,260 @@ double default_start_timeout(std::size_t num_hosts) {
   return 30.0 + static_cast<double>(num_hosts / 8);
 }
 
+namespace {
+
+// What make_plan works out once and every rank's environment uses.
+struct PlanContext {
+  PlanContext(const PlanInputs& inputs, const LaunchOptions& options, std::map<std::string, std::string> user)
+      : in(inputs), opt(options), user_env(std::move(user)) {}
+  const PlanInputs& in;
+  const LaunchOptions& opt;
+  std::map<std::string, std::string> user_env;  // -x, resolved
+  std::optional<std::string> interface;
+  bool pass_interface = false;
+  bool old_nccl = false;
+  std::optional<std::string> python_path;
+
+  bool user_sets(const std::string& name) const {
+    return user_env.count(name) > 0 || in.launcher_env.count(name) > 0;
+  }
+};
+
+// The network interface for NCCL_SOCKET_IFNAME (the user's, else the launcher's choice, which every
+// node's task shim then receives as RINGRUN_NETWORK_INTERFACE: nodes do not choose on their own,
+// so they cannot disagree; whether every node has it is not probed), and the notes saying why.
+std::vector<std::string> interface_notes(PlanContext& c, LauncherKind launcher) {
+  std::vector<std::string> notes;
+  c.interface = c.opt.network_interface;
+  if (c.opt.network_interface) {
+    notes.push_back(fmt::format("ringrun: network interface {}: given by --network-interface", *c.interface));
+  } else if (c.in.chosen_interface) {
+    c.interface = c.in.chosen_interface->name;
+    notes.push_back(fmt::format("ringrun: network interface {}: {}", *c.interface, c.in.chosen_interface->reason));
+  } else {
+    notes.push_back("ringrun: network interface: none chosen (no interface up with a routable IPv4 address "
+                    "besides lo, docker*, veth*, virbr*); NCCL chooses");
+  }
+  c.pass_interface = c.opt.network_interface || (c.interface && launcher != LauncherKind::local);
+  notes.push_back(c.in.nccl_version ? fmt::format("ringrun: NCCL {} found (libnccl.so.2)",
+                                                  format_nccl_version(*c.in.nccl_version))
+                                    : std::string("ringrun: NCCL not found (libnccl.so.2); NCCL_IB_GID_INDEX is "
+                                                  "reported, not set, unless --nccl-ib-gid-index is given"));
+  return notes;
+}
+
+// -x: NAME=VALUE sets, NAME copies ringrun's own value.
+std::map<std::string, std::string> resolve_user_env(const PlanInputs& in, const LaunchOptions& opt) {
+  std::map<std::string, std::string> user_env;
+  for (const std::string& arg : opt.env_args) {
+    auto eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    if (!valid_env_name(name))
+      throw InputError(fmt::format("-x '{}' : '{}' is not a variable name (write -x NAME or -x NAME=VALUE)", arg, name));
+    if (kIdentityVariables.count(name))
+      throw InputError(fmt::format("-x '{}' : {} is set by ringrun for each rank and cannot be overridden", arg, name));
+    if (eq != std::string::npos) {
+      user_env[name] = arg.substr(eq + 1);
+    } else if (auto it = in.launcher_env.find(name); it != in.launcher_env.end()) {
+      user_env[name] = it->second;
+    } else {
+      throw InputError(fmt::format("-x {} : {} is not set in ringrun's environment; give a value with -x {}=VALUE",
+                                   name, name, name));
+    }
+  }
+  return user_env;
+}
+
+// The variables every rank gets alike, in the order of precedence make_plan has always applied:
+// the job's own before the slot's, then the options that win over a slot's, -x, PYTHONPATH.
+SharedEnvironment shared_environment(const PlanContext& c, const Plan& plan) {
+  const LaunchOptions& opt = c.opt;
+  SharedEnvironment shared;
+  auto& env = shared.defaults;
+  env["RINGRUN_SIZE"] = std::to_string(plan.world_size);
+  env["RINGRUN_STORE_ADDR"] = c.in.store_addr;
+  env["RINGRUN_JOB_SECRET"] = c.in.job_secret;
+  env["RINGRUN_START_TIMEOUT"] = format_seconds(plan.start_timeout_s);
+  // torch.distributed's env:// contract, so such scripts run unchanged.
+  env["WORLD_SIZE"] = std::to_string(plan.world_size);
+  env["MASTER_ADDR"] = c.in.master_addr;
+  env["MASTER_PORT"] = std::to_string(c.in.master_port);
+  if (c.interface) {
+    if (c.pass_interface) env["RINGRUN_NETWORK_INTERFACE"] = *c.interface;
+    if (!c.user_sets("NCCL_SOCKET_IFNAME")) env["NCCL_SOCKET_IFNAME"] = "=" + *c.interface;
+  }
+  if (opt.fusion_threshold_mb) env["RINGRUN_FUSION_THRESHOLD_MB"] = format_seconds(*opt.fusion_threshold_mb);
+  if (opt.cycle_time_ms) env["RINGRUN_CYCLE_TIME_MS"] = format_seconds(*opt.cycle_time_ms);
+  if (opt.timeline_filename) env["RINGRUN_TIMELINE_FILENAME"] = *opt.timeline_filename;
+  if (opt.timeline_mark_cycles) env["RINGRUN_TIMELINE_MARK_CYCLES"] = "1";
+  if (opt.cache_capacity) env["RINGRUN_CACHE_CAPACITY"] = std::to_string(*opt.cache_capacity);
+  if (opt.stall_check_warning_s)
+    env["RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS"] = format_seconds(*opt.stall_check_warning_s);
+  if (opt.stall_check_shutdown_s)
+    env["RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"] = format_seconds(*opt.stall_check_shutdown_s);
+
+  auto& over = shared.overrides;
+  if (opt.mem_bind_local) over["RINGRUN_MEM_BIND"] = "local";
+  if (opt.nccl.tcp) {
+    over["RINGRUN_TCP"] = "1";
+    if (!c.user_sets("NCCL_IB_DISABLE")) over["NCCL_IB_DISABLE"] = "1";
+  }
+  if (opt.nccl.algo) {
+    over["RINGRUN_NCCL_ALGO"] = *opt.nccl.algo;
+    if (!c.user_sets("NCCL_ALGO")) over["NCCL_ALGO"] = *opt.nccl.algo;
+  }
+  if (opt.nccl.proto) {
+    over["RINGRUN_NCCL_PROTO"] = *opt.nccl.proto;
+    if (!c.user_sets("NCCL_PROTO")) over["NCCL_PROTO"] = *opt.nccl.proto;
+  }
+  if (opt.nccl.ib_gid_index) over["RINGRUN_NCCL_IB_GID_INDEX"] = *opt.nccl.ib_gid_index;
+  for (const auto& [k, v] : c.user_env) over[k] = v;
+  if (c.python_path) over["PYTHONPATH"] = *c.python_path;
+  for (const auto& [k, v] : over) env.erase(k);
+  return shared;
+}
+
+// NCCL_IB_GID_INDEX for a slot whose HCA port is `hca` (the NCCL_IB_HCA value): always reported
+// (a note per host and port); set when asked, or for NCCL older than 2.21, whose default (0) is
+// the RoCE v1 GID on most RoCE ports.
+void set_gid_index(const PlanContext& c, const std::string& hca, RankSlot& r, EnvironmentMap& env, Plan& plan,
+                   std::set<std::string>& reported_ports) {
+  const LaunchOptions& opt = c.opt;
+  const std::string port = hca.substr(hca.front() == '=' ? 1 : 0);
+  if (auto it = c.in.roce_gid_indexes.find(port); it != c.in.roce_gid_indexes.end()) r.roce_gid_index = it->second;
+  std::optional<std::string> value;
+  std::string why;
+  if (opt.nccl.ib_gid_index && *opt.nccl.ib_gid_index != "auto") {
+    value = *opt.nccl.ib_gid_index;
+    why = "given by --nccl-ib-gid-index";
+  } else if (opt.nccl.ib_gid_index || c.old_nccl) {
+    if (r.roce_gid_index) value = std::to_string(*r.roce_gid_index);
+    why = opt.nccl.ib_gid_index ? "asked by --nccl-ib-gid-index auto" : "NCCL older than 2.21 defaults to 0";
+  } else {
+    why = c.in.nccl_version ? "NCCL 2.21 and newer choose it themselves" : "NCCL's version is unknown";
+  }
+  if (value && c.user_sets("NCCL_IB_GID_INDEX")) {
+    why = "NCCL_IB_GID_INDEX is set by the user";
+    value.reset();
+  }
+  if (value) env["NCCL_IB_GID_INDEX"] = *value;
+  if (reported_ports.insert(r.host + " " + port).second)
+    plan.notes.push_back(fmt::format(
+        "ringrun: {} {}: RoCE v2 IPv4 GID index {}; NCCL_IB_GID_INDEX {} ({})", r.host, port,
+        r.roce_gid_index ? std::to_string(*r.roce_gid_index) : "none (InfiniBand, or no such GID in sysfs)",
+        value ? "=" + *value : "not set", why));
+}
+
+// The variables of the rank's slot (its GPU, cores, NIC), less those the shared overrides replace.
+EnvironmentMap slot_environment(const PlanContext& c, const topology::LocalSlot& slot, RankSlot& r, Plan& plan,
+                                const SharedEnvironment& shared, std::set<std::string>& reported_ports) {
+  const LaunchOptions& opt = c.opt;
+  EnvironmentMap env;
+  auto user_sets = [&c](const std::string& name) { return c.user_sets(name); };
+  if (r.gpu) set_device_variables(*r.gpu, slot.gpu_vendor, user_sets, env);
+  // One OpenMP thread per core the rank owns; unpinned ranks sharing a host get 1 (torchrun's
+  // rule), so N ranks do not each start a thread per core of the whole machine.
+  if (!c.user_sets("OMP_NUM_THREADS")) {
+    if (!r.cpus.empty()) env["OMP_NUM_THREADS"] = std::to_string(r.cpus.size());
+    else if (r.local_size > 1) env["OMP_NUM_THREADS"] = "1";
+  }
+  // The slot's NCCL variables, unless the user set the same variable (theirs wins). With --tcp
+  // the HCA is not used.
+  for (const auto& [k, v] : slot.env)
+    if (!c.user_sets(k) && !(opt.nccl.tcp && k == "NCCL_IB_HCA")) env[k] = v;
+  // What the local backend's child binds to; the task shim binds with hwloc from its cpus.
+  if (opt.mem_bind_local && !r.numa_nodes.empty())
+    env["RINGRUN_MEM_BIND_NODES"] =
+        topology::format_cpulist(std::vector<unsigned>(r.numa_nodes.begin(), r.numa_nodes.end()));
+  if (auto hca = slot.env.find("NCCL_IB_HCA"); hca != slot.env.end() && !opt.nccl.tcp)
+    set_gid_index(c, hca->second, r, env, plan, reported_ports);
+  for (const auto& [k, v] : shared.overrides) env.erase(k);
+  return env;
+}
+
+// The slot variables of local rank l on the host planned last: the next host with a like slot
+// reuses them without building a map (what a 4,096-node plan of identical nodes spends most on).
+struct SlotMemo {
+  topology::LocalSlot slot;
+  int local_size = 0;
+  std::shared_ptr<const EnvironmentMap> env;
+};
+
+// Whether a slot's variables are those of `memo`: the same inputs to slot_environment, and none
+// that is per host (the HCA's GID index and its note).
+bool same_slot_variables(const SlotMemo& memo, const topology::LocalSlot& slot, int local_size) {
+  return memo.env && memo.local_size == local_size && memo.slot.gpu == slot.gpu &&
+         memo.slot.gpu_vendor == slot.gpu_vendor && memo.slot.cpus.size() == slot.cpus.size() &&
+         memo.slot.numa_nodes == slot.numa_nodes && memo.slot.env == slot.env && !slot.env.count("NCCL_IB_HCA");
+}
+
+struct PlanState {
+  std::vector<int> hosts_with_local;  // cross size of each local rank
+  std::vector<int> next_cross;        // the next cross rank of each local rank
+  std::shared_ptr<const SharedEnvironment> shared;
+  std::map<EnvironmentMap, std::shared_ptr<const EnvironmentMap>> interned;
+  std::vector<SlotMemo> memo;  // by local rank
+  std::set<std::string> reported_ports;
+};
+
+std::shared_ptr<const EnvironmentMap> slot_variables(const PlanContext& c, const topology::LocalSlot& slot,
+                                                     RankSlot& r, Plan& plan, PlanState& state) {
+  SlotMemo& memo = state.memo[static_cast<std::size_t>(r.local_rank)];
+  if (same_slot_variables(memo, slot, r.local_size)) return memo.env;
+  EnvironmentMap slot_env = slot_environment(c, slot, r, plan, *state.shared, state.reported_ports);
+  // Ranks in like slots (the same GPU, cores and NIC on every node) share one copy.
+  auto found = state.interned.find(slot_env);
+  if (found == state.interned.end()) {
+    auto copy = std::make_shared<const EnvironmentMap>(slot_env);
+    found = state.interned.emplace(std::move(slot_env), std::move(copy)).first;
+  }
+  memo = SlotMemo{slot, r.local_size, found->second};
+  return found->second;
+}
+
+// The ranks of one host, appended to plan.ranks.
+void plan_host(const PlanContext& c, std::size_t h, int local_size, PlanState& state, Plan& plan) {
+  const HostSlots& host = c.in.allocation.hosts[h];
+  plan.hosts.push_back(host.name);
+  std::vector<topology::LocalSlot> slots;
+  if (c.in.node_layout) {
+    try {
+      slots = c.in.node_layout(h, local_size);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(fmt::format("host {}: {}", host.name, e.what()));
+    }
+  } else {
+    slots.resize(static_cast<std::size_t>(local_size));
+    if (c.opt.node.gpus_per_rank > 0 && !host.gpus.empty()) {
+      if (static_cast<std::size_t>(local_size) > host.gpus.size())
+        throw InputError(fmt::format("host {}: {} ranks but {} GPUs ({}); lower -np or pass --gpus-per-rank 0",
+                                     host.name, local_size, host.gpus.size(), fmt::join(host.gpus, ",")));
+      for (int l = 0; l < local_size; ++l) slots[static_cast<std::size_t>(l)].gpu = host.gpus[static_cast<std::size_t>(l)];
+    }
+  }
+  for (int l = 0; l < local_size; ++l) {
+    topology::LocalSlot& slot = slots[static_cast<std::size_t>(l)];
+    RankSlot& r = plan.ranks.emplace_back();
+    r.rank = static_cast<int>(plan.ranks.size() - 1);
+    r.host = host.name;
+    r.host_index = plan.hosts.size() - 1;
+    r.local_rank = l;
+    r.local_size = local_size;
+    r.cross_rank = state.next_cross[static_cast<std::size_t>(l)]++;
+    r.cross_size = state.hosts_with_local[static_cast<std::size_t>(l)];
+    r.gpu = slot.gpu;
+    r.cpus = slot.cpus;
+    r.nic = slot.nic;
+    r.numa_nodes = slot.numa_nodes;
+    auto slot_env = slot_variables(c, slot, r, plan, state);
+    r.env = RankEnvironment(RankIdentity{r.rank, r.local_rank, r.local_size, r.cross_rank, r.cross_size,
+                                         r.host_index, r.host},
+                            state.shared, std::move(slot_env));
+  }
+}
+
+}  // namespace
+
 Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
   const Allocation& alloc = in.allocation;
   if (alloc.hosts.empty()) throw InputError("the allocation has no hosts; give -H, --hostfile or run in a SLURM job");
@@ -308,242 +562,26 @@ Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
   if (opt.mem_bind_local && !opt.node.bind)
     throw InputError("--mem-bind local with --bind none : memory follows the cores a rank is bound to; drop one of them");
 
-  // -x: NAME=VALUE sets, NAME copies ringrun's own value.
-  std::map<std::string, std::string> user_env;
-  for (const std::string& arg : opt.env_args) {
-    auto eq = arg.find('=');
-    std::string name = arg.substr(0, eq);
-    if (!valid_env_name(name))
-      throw InputError(fmt::format("-x '{}' : '{}' is not a variable name (write -x NAME or -x NAME=VALUE)", arg, name));
-    if (kIdentityVariables.count(name))
-      throw InputError(fmt::format("-x '{}' : {} is set by ringrun for each rank and cannot be overridden", arg, name));
-    if (eq != std::string::npos) {
-      user_env[name] = arg.substr(eq + 1);
-    } else if (auto it = in.launcher_env.find(name); it != in.launcher_env.end()) {
-      user_env[name] = it->second;
-    } else {
-      throw InputError(fmt::format("-x {} : {} is not set in ringrun's environment; give a value with -x {}=VALUE",
-                                   name, name, name));
-    }
-  }
-  auto user_sets = [&](const std::string& name) {
-    return user_env.count(name) > 0 || in.launcher_env.count(name) > 0;
-  };
-
-  plan.warnings = nccl_contradictions(opt, user_env, in.launcher_env);
-
-  // The interface for NCCL_SOCKET_IFNAME: the user's, else the launcher's choice, which every
-  // node's task shim then receives as RINGRUN_NETWORK_INTERFACE (nodes do not choose on their own,
-  // so they cannot disagree; whether every node has it is not probed).
-  std::optional<std::string> interface = opt.network_interface;
-  if (opt.network_interface) {
-    plan.notes.push_back(fmt::format("ringrun: network interface {}: given by --network-interface", *interface));
-  } else if (in.chosen_interface) {
-    interface = in.chosen_interface->name;
-    plan.notes.push_back(fmt::format("ringrun: network interface {}: {}", *interface, in.chosen_interface->reason));
-  } else {
-    plan.notes.push_back("ringrun: network interface: none chosen (no interface up with a routable IPv4 address "
-                         "besides lo, docker*, veth*, virbr*); NCCL chooses");
-  }
-  const bool pass_interface = opt.network_interface || (interface && plan.launcher != LauncherKind::local);
-  plan.notes.push_back(in.nccl_version ? fmt::format("ringrun: NCCL {} found (libnccl.so.2)",
-                                                     format_nccl_version(*in.nccl_version))
-                                       : std::string("ringrun: NCCL not found (libnccl.so.2); NCCL_IB_GID_INDEX is "
-                                                     "reported, not set, unless --nccl-ib-gid-index is given"));
-  const bool old_nccl = in.nccl_version && *in.nccl_version < nccl_version_code(2, 21, 0);
-  const std::optional<std::string> python_path = rank_python_path(in.python_package_dir, user_env, in.launcher_env);
-  std::set<std::string> reported_ports;
+  PlanContext c(in, opt, resolve_user_env(in, opt));
+  plan.warnings = nccl_contradictions(opt, c.user_env, in.launcher_env);
+  plan.notes = interface_notes(c, plan.launcher);
+  c.old_nccl = in.nccl_version && *in.nccl_version < nccl_version_code(2, 21, 0);
+  c.python_path = rank_python_path(in.python_package_dir, c.user_env, in.launcher_env);
+  PlanState state;
+  state.shared = std::make_shared<const SharedEnvironment>(shared_environment(c, plan));
 
   std::vector<int> counts = ranks_per_host(alloc, world_size);
   // cross rank: index among the hosts that hold this local rank; cross size: how many do.
-  int max_local = *std::max_element(counts.begin(), counts.end());
-  std::vector<int> hosts_with_local(static_cast<std::size_t>(max_local), 0);
-  for (int c : counts)
-    for (int l = 0; l < c; ++l) ++hosts_with_local[static_cast<std::size_t>(l)];
-
-  std::vector<int> next_cross(static_cast<std::size_t>(max_local), 0);
-  int rank = 0;
-  for (std::size_t h = 0; h < alloc.hosts.size(); ++h) {
-    int local_size = counts[h];
-    if (local_size == 0) continue;
-    const HostSlots& host = alloc.hosts[h];
-    plan.hosts.push_back(host.name);
-
-    std::vector<topology::LocalSlot> slots;
-    if (in.node_layout) {
-      try {
-        slots = in.node_layout(h, local_size);
-      } catch (const std::invalid_argument& e) {
-        throw InputError(fmt::format("host {}: {}", host.name, e.what()));
-      }
-    } else {
-      slots.resize(static_cast<std::size_t>(local_size));
-      if (opt.node.gpus_per_rank > 0 && !host.gpus.empty()) {
-        if (static_cast<std::size_t>(local_size) > host.gpus.size())
-          throw InputError(fmt::format("host {}: {} ranks but {} GPUs ({}); lower -np or pass --gpus-per-rank 0",
-                                       host.name, local_size, host.gpus.size(), fmt::join(host.gpus, ",")));
-        for (int l = 0; l < local_size; ++l) slots[static_cast<std::size_t>(l)].gpu = host.gpus[static_cast<std::size_t>(l)];
-      }
-    }
-
-    for (int l = 0; l < local_size; ++l, ++rank) {
-      const topology::LocalSlot& slot = slots[static_cast<std::size_t>(l)];
-      RankSlot r;
-      r.rank = rank;
-      r.host = host.name;
-      r.host_index = plan.hosts.size() - 1;
-      r.local_rank = l;
-      r.local_size = local_size;
-      r.cross_rank = next_cross[static_cast<std::size_t>(l)]++;
-      r.cross_size = hosts_with_local[static_cast<std::size_t>(l)];
-      r.gpu = slot.gpu;
-      r.cpus = slot.cpus;
-      r.nic = slot.nic;
-      r.numa_nodes = slot.numa_nodes;
-
-      auto& env = r.env;
-      env["RINGRUN_RANK"] = std::to_string(r.rank);
-      env["RINGRUN_SIZE"] = std::to_string(world_size);
-      env["RINGRUN_LOCAL_RANK"] = std::to_string(l);
-      env["RINGRUN_LOCAL_SIZE"] = std::to_string(local_size);
-      env["RINGRUN_CROSS_RANK"] = std::to_string(r.cross_rank);
-      env["RINGRUN_CROSS_SIZE"] = std::to_string(r.cross_size);
-      env["RINGRUN_HOSTNAME"] = host.name;
-      env["RINGRUN_STORE_ADDR"] = in.store_addr;
-      env["RINGRUN_JOB_SECRET"] = in.job_secret;
-      env["RINGRUN_START_TIMEOUT"] = format_seconds(plan.start_timeout_s);
-      // torch.distributed's env:// contract, so such scripts run unchanged.
-      env["RANK"] = std::to_string(r.rank);
-      env["WORLD_SIZE"] = std::to_string(world_size);
-      env["LOCAL_RANK"] = std::to_string(l);
-      env["LOCAL_WORLD_SIZE"] = std::to_string(local_size);
-      env["GROUP_RANK"] = std::to_string(r.host_index);
-      env["MASTER_ADDR"] = in.master_addr;
-      env["MASTER_PORT"] = std::to_string(in.master_port);
-      if (interface) {
-        if (pass_interface) env["RINGRUN_NETWORK_INTERFACE"] = *interface;
-        if (!user_sets("NCCL_SOCKET_IFNAME")) env["NCCL_SOCKET_IFNAME"] = "=" + *interface;
-      }
-      if (opt.fusion_threshold_mb) env["RINGRUN_FUSION_THRESHOLD_MB"] = format_seconds(*opt.fusion_threshold_mb);
-      if (opt.cycle_time_ms) env["RINGRUN_CYCLE_TIME_MS"] = format_seconds(*opt.cycle_time_ms);
-      if (opt.timeline_filename) env["RINGRUN_TIMELINE_FILENAME"] = *opt.timeline_filename;
-      if (opt.timeline_mark_cycles) env["RINGRUN_TIMELINE_MARK_CYCLES"] = "1";
-      if (opt.cache_capacity) env["RINGRUN_CACHE_CAPACITY"] = std::to_string(*opt.cache_capacity);
-      if (opt.stall_check_warning_s)
-        env["RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS"] = format_seconds(*opt.stall_check_warning_s);
-      if (opt.stall_check_shutdown_s)
-        env["RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"] = format_seconds(*opt.stall_check_shutdown_s);
-      if (r.gpu) set_device_variables(*r.gpu, slot.gpu_vendor, user_sets, env);
-      // One OpenMP thread per core the rank owns; unpinned ranks sharing a host get 1 (torchrun's
-      // rule), so N ranks do not each start a thread per core of the whole machine.
-      if (!user_sets("OMP_NUM_THREADS")) {
-        if (!r.cpus.empty()) env["OMP_NUM_THREADS"] = std::to_string(r.cpus.size());
-        else if (local_size > 1) env["OMP_NUM_THREADS"] = "1";
-      }
-      // The slot's NCCL variables, unless the user set the same variable (theirs wins). With --tcp
-      // the HCA is not used.
-      for (const auto& [k, v] : slot.env)
-        if (!user_sets(k) && !(opt.nccl.tcp && k == "NCCL_IB_HCA")) env[k] = v;
-      if (opt.mem_bind_local) {
-        env["RINGRUN_MEM_BIND"] = "local";
-        // What the local backend's child binds to; the task shim binds with hwloc from its cpus.
-        if (!r.numa_nodes.empty())
-          env["RINGRUN_MEM_BIND_NODES"] =
-              topology::format_cpulist(std::vector<unsigned>(r.numa_nodes.begin(), r.numa_nodes.end()));
-      }
-      if (opt.nccl.tcp) {
-        env["RINGRUN_TCP"] = "1";
-        if (!user_sets("NCCL_IB_DISABLE")) env["NCCL_IB_DISABLE"] = "1";
-      }
-      if (opt.nccl.algo) {
-        env["RINGRUN_NCCL_ALGO"] = *opt.nccl.algo;
-        if (!user_sets("NCCL_ALGO")) env["NCCL_ALGO"] = *opt.nccl.algo;
-      }
-      if (opt.nccl.proto) {
-        env["RINGRUN_NCCL_PROTO"] = *opt.nccl.proto;
-        if (!user_sets("NCCL_PROTO")) env["NCCL_PROTO"] = *opt.nccl.proto;
-      }
-      if (opt.nccl.ib_gid_index) env["RINGRUN_NCCL_IB_GID_INDEX"] = *opt.nccl.ib_gid_index;
-      // NCCL_IB_GID_INDEX: always reported; set when asked, or for NCCL older than 2.21, whose
-      // default (0) is the RoCE v1 GID on most RoCE ports.
-      if (auto hca = slot.env.find("NCCL_IB_HCA"); hca != slot.env.end() && !opt.nccl.tcp) {
-        const std::string port = hca->second.substr(hca->second.front() == '=' ? 1 : 0);
-        if (auto it = in.roce_gid_indexes.find(port); it != in.roce_gid_indexes.end()) r.roce_gid_index = it->second;
-        std::optional<std::string> value;
-        std::string why;
-        if (opt.nccl.ib_gid_index && *opt.nccl.ib_gid_index != "auto") {
-          value = *opt.nccl.ib_gid_index;
-          why = "given by --nccl-ib-gid-index";
-        } else if (opt.nccl.ib_gid_index || old_nccl) {
-          if (r.roce_gid_index) value = std::to_string(*r.roce_gid_index);
-          why = opt.nccl.ib_gid_index ? "asked by --nccl-ib-gid-index auto" : "NCCL older than 2.21 defaults to 0";
-        } else {
-          why = in.nccl_version ? "NCCL 2.21 and newer choose it themselves" : "NCCL's version is unknown";
-        }
-        if (value && user_sets("NCCL_IB_GID_INDEX")) {
-          why = "NCCL_IB_GID_INDEX is set by the user";
-          value.reset();
-        }
-        if (value) env["NCCL_IB_GID_INDEX"] = *value;
-        if (reported_ports.insert(r.host + " " + port).second)
-          plan.notes.push_back(fmt::format(
-              "ringrun: {} {}: RoCE v2 IPv4 GID index {}; NCCL_IB_GID_INDEX {} ({})", r.host, port,
-              r.roce_gid_index ? std::to_string(*r.roce_gid_index) : "none (InfiniBand, or no such GID in sysfs)",
-              value ? "=" + *value : "not set", why));
-      }
-      for (const auto& [k, v] : user_env) env[k] = v;
-      if (python_path) env["PYTHONPATH"] = *python_path;
-      plan.ranks.push_back(std::move(r));
-    }
-  }
+  const auto max_local = static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end()));
+  state.hosts_with_local.assign(max_local, 0);
+  for (int n : counts)
+    for (int l = 0; l < n; ++l) ++state.hosts_with_local[static_cast<std::size_t>(l)];
+  state.next_cross.assign(max_local, 0);
+  state.memo.resize(max_local);
+  plan.ranks.reserve(static_cast<std::size_t>(world_size));
+  for (std::size_t h = 0; h < alloc.hosts.size(); ++h)
+    if (counts[h] > 0) plan_host(c, h, counts[h], state, plan);
   return plan;
-}
-
-std::string plan_to_json(const Plan& plan) {
-  std::string out = "{";
-  out += fmt::format("\"launcher\": {}, \"command\": {}, \"world_size\": {}, \"start_timeout\": {}, \"ranks\": [",
-                     json::quote(to_string(plan.launcher)), json::string_array(plan.command), plan.world_size,
-                     plan.start_timeout_s);
-  for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
-    const RankSlot& r = plan.ranks[i];
-    out += i ? ",\n  " : "\n  ";
-    out += fmt::format("{{\"rank\": {}, \"host\": {}, \"local_rank\": {}, \"local_size\": {}, \"cross_rank\": {}, "
-                       "\"cross_size\": {}, \"gpu\": {}, \"cpus\": {}, \"nic\": {}, \"roce_gid_index\": {}, "
-                       "\"env\": {{",
-                       r.rank, json::quote(r.host), r.local_rank, r.local_size, r.cross_rank, r.cross_size,
-                       r.gpu ? json::quote(*r.gpu) : "null",
-                       r.cpus.empty() ? "null" : json::quote(topology::format_cpulist(r.cpus)),
-                       r.nic ? json::quote(*r.nic) : "null",
-                       r.roce_gid_index ? std::to_string(*r.roce_gid_index) : "null");
-    bool first = true;
-    for (const auto& [k, v] : r.env) {
-      if (!first) out += ", ";
-      first = false;
-      json::append_string(out, k);
-      out += ": ";
-      // The secret is per job and this job never starts; printing it would only teach people
-      // to paste it.
-      json::append_string(out, k == "RINGRUN_JOB_SECRET" ? "<redacted>" : v);
-    }
-    out += "}}";
-  }
-  out += "]}\n";
-  return out;
-}
-
-std::string plan_to_table(const Plan& plan) {
-  std::string out = fmt::format("{:>5} {:<16} {:>5} {:>5} {:<6} {:<16} {:<10} {:>7} {}\n", "rank", "host", "local",
-                                "cross", "gpu", "cpus", "nic", "gid_idx", "nccl");
-  for (const RankSlot& r : plan.ranks) {
-    std::vector<std::string> nccl;
-    for (const auto& [k, v] : r.env)
-      if (starts_with(k, "NCCL_")) nccl.push_back(k + "=" + v);
-    out += fmt::format("{:>5} {:<16} {:>5} {:>5} {:<6} {:<16} {:<10} {:>7} {}\n", r.rank, r.host, r.local_rank,
-                       r.cross_rank, r.gpu.value_or("-"), r.cpus.empty() ? "-" : topology::format_cpulist(r.cpus),
-                       r.nic.value_or("-"), r.roce_gid_index ? std::to_string(*r.roce_gid_index) : "-",
-                       nccl.empty() ? "-" : fmt::format("{}", fmt::join(nccl, " ")));
-  }
-  return out;
 }
 
 }  // namespace ringrun

@@ -153,7 +153,7 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
                                  "{} (block distribution expected)",
                                  id.source, id.rank, *id.local_rank, slot.local_rank));
 
-  for (const auto& [k, v] : slot.env) ::setenv(k.c_str(), v.c_str(), 1);
+  for (const auto& [k, v] : slot.env.to_map()) ::setenv(k.c_str(), v.c_str(), 1);
   // The cpus, and with --mem-bind local the memory on their NUMA nodes (as the local backend binds).
   try {
     topology::bind_to_cpus(slot.cpus, options.mem_bind_local ? slot.numa_nodes : std::vector<int>{});

@@ -46,8 +46,7 @@ Plan plan_for(const topology::Topology& topo, int np, const Environment& env = {
 }
 
 std::string env_of(const RankSlot& r, const std::string& name) {
-  auto it = r.env.find(name);
-  return it == r.env.end() ? "<unset>" : it->second;
+  return r.env.value_of(name).value_or("<unset>");
 }
 
 }  // namespace

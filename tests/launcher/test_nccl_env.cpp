@@ -53,8 +53,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 }
 
 std::string env_of(const RankSlot& r, const std::string& name) {
-  auto it = r.env.find(name);
-  return it == r.env.end() ? "<unset>" : it->second;
+  return r.env.value_of(name).value_or("<unset>");
 }
 
 const topology::Topology& juwels() {

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <ringrun/allocation.hpp>
+#include <ringrun/rank_environment.hpp>
 #include <ringrun/topology.hpp>
 
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -117,7 +119,7 @@ struct RankSlot {
   std::optional<std::string> nic;
   std::vector<int> numa_nodes;              // NUMA nodes of `cpus` (memory binding)
   std::optional<int> roce_gid_index;        // what NCCL >= 2.21 picks for the rank's HCA port (reported)
-  std::map<std::string, std::string> env;   // every variable the plan sets for this rank
+  RankEnvironment env;                      // every variable the plan sets for this rank
 };
 
 struct Plan {
@@ -154,8 +156,10 @@ int default_num_proc(const Allocation& allocation, int local_gpus);
 // The default start timeout: 30 s plus 1 s per 8 hosts (Horovod's 30 s is too short at scale).
 double default_start_timeout(std::size_t num_hosts);
 
-// `--dry-run --json`, the schema of design.md.
+// `--dry-run --json`, the schema of design.md. write_plan_json streams it in chunks of about
+// 1 MiB (a 32,768-rank plan is 28 MB of JSON); what ranks share is escaped once per plan.
 std::string plan_to_json(const Plan& plan);
+void write_plan_json(const Plan& plan, std::ostream& out);
 // A human-readable placement table (rank, host, local rank, GPU, cpus, NIC) for --verbose/--dry-run.
 std::string plan_to_table(const Plan& plan);
 
