@@ -2,6 +2,8 @@
 // killed with SIGKILL in the middle of a job, and plain `mpirun` (PMIx / OMPI_* bootstrap).
 #include <doctest/doctest.h>
 
+#include "free_port.hpp"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -23,17 +25,7 @@ namespace {
 
 const std::string kRankProgram = std::string(RINGRUN_BINARY_DIR) + "/tests/runtime_test_rank";
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ringrun::test::free_port;
 
 struct Result {
   int status = -1;

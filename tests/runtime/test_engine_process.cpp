@@ -1,6 +1,8 @@
 // The engine through the C API in real processes (MASTER_ADDR bootstrap): see test_engine_rank.cpp.
 #include <doctest/doctest.h>
 
+#include "free_port.hpp"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -17,17 +19,7 @@ extern char** environ;
 
 namespace {
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ringrun::test::free_port;
 
 pid_t spawn(const std::string& program, const std::vector<std::string>& extra_env, const std::string& out) {
   std::vector<std::string> env;

@@ -4,6 +4,8 @@
 // API (test_engine_stall_rank.cpp), where the late op is a rank's first named op.
 #include <doctest/doctest.h>
 
+#include "free_port.hpp"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -113,17 +115,7 @@ void check_warned_and_completed(const LateResult& result, const std::string& nam
 
 // The ranks' programs through the C API: `kRanks` processes over MASTER_ADDR, rank `late_rank`
 // submitting its first named op late; each rank's stdout and stderr go to one file per rank.
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ringrun::test::free_port;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
