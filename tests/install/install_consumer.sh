@@ -29,4 +29,13 @@ flags=$(PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" pkg-config --cflags --libs 
 cc "$work/consumer/main.c" $flags -Wl,-rpath,"$work/prefix/lib" -o "$work/pc" || fail "pkg-config build: $flags"
 out=$("$work/prefix/bin/ringrun" -np 2 --no-tag-output "$work/pc" | sort)
 [ "$out" = "$(printf 'rank 0 of 2: sum 3\nrank 1 of 2: sum 3')" ] || fail "pkg-config consumer: $out"
+# The Python package, where this build has it: installed beside the library, found by the
+# installed ringrun on every rank's PYTHONPATH with nothing set.
+if [ -f "$build/python/ringrun/__init__.py" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  site=$work/prefix/lib/python3/dist-packages
+  ls "$site"/ringrun/_ringrun*.so >/dev/null 2>&1 || fail "the Python module is not installed in $site/ringrun"
+  out=$(cd "$work" && env -u PYTHONPATH "$work/prefix/bin/ringrun" -np 2 --no-tag-output /usr/bin/python3 -c \
+    'import os, torch, ringrun.torch as hvd; hvd.init(); print(os.path.dirname(os.path.dirname(hvd.__file__)), float(hvd.allreduce(torch.ones(1), op=hvd.Sum)))' | sort -u)
+  [ "$out" = "$site/ringrun 2.0" ] || fail "installed ringrun.torch: $out"
+fi
 echo "PASS [install_consumer]"
