@@ -455,7 +455,8 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
       std::string line = fmt::format("ringrun: rank {} (host {}) {}; stopped {} other rank{}\n", r, host, reported.what,
                                      others, others == 1 ? "" : "s");
       write_all(STDERR_FILENO, line.data(), line.size());
-      return exit_code_of(c.status);
+      // The failing rank's own status, as the local backend returns it (not srun's worst task).
+      return reported.exit_status.value_or(exit_code_of(c.status));
     }
     std::string line =
         c.spec->label == "rank"

@@ -71,8 +71,12 @@ void ReportedFailure::note(std::string_view line, OutputRetag launcher) {
     if (!r || after == std::string_view::npos) return;
     std::string_view status = rest.substr(after + 2);
     constexpr std::string_view exited = "Exited with exit code ";
-    if (status.starts_with(exited)) what = fmt::format("exited with code {}", status.substr(exited.size()));
-    else what = fmt::format("was stopped ({})", status);
+    if (status.starts_with(exited)) {
+      what = fmt::format("exited with code {}", status.substr(exited.size()));
+      exit_status = number(status.substr(exited.size()));
+    } else {
+      what = fmt::format("was stopped ({})", status);
+    }
     rank = r;
     this->host = std::string(host);
   } else if (launcher == OutputRetag::mpirun_tag) {
@@ -87,6 +91,7 @@ void ReportedFailure::note(std::string_view line, OutputRetag launcher) {
       host = std::string(rest.substr(node + 9, sig - node - 9));
       auto signal = number(rest.substr(sig + 18));
       what = signal ? fmt::format("was killed by signal {}", *signal) : "was killed by a signal";
+      if (signal) exit_status = 128 + *signal;
       return;
     }
     std::size_t name = line.find("Process name: [[");  // [[jobid,vpid],rank]
@@ -101,6 +106,7 @@ void ReportedFailure::note(std::string_view line, OutputRetag launcher) {
       if (!c) return;
       rank = pending_rank;
       what = fmt::format("exited with code {}", *c);
+      exit_status = *c;
     }
   }
 }

@@ -42,6 +42,10 @@ struct ReportedFailure {
   std::optional<int> rank;
   std::string host;
   std::string what;  // "exited with code 3", "was killed by signal 9"
+  // The rank's own status as ringrun reports it (its code, 128+signal); nullopt when the launcher
+  // said only "Terminated". srun's own exit status is the worst of all its tasks: ranks it
+  // stopped with SIGTERM after the failure make it 143, whatever the failing rank returned.
+  std::optional<int> exit_status;
   std::optional<int> pending_rank;  // mpirun's "Process name" line, waiting for its exit code
 
   void note(std::string_view line, OutputRetag launcher);

@@ -1,6 +1,7 @@
 // Rank output through srun and mpirun (issue 18): the task shim's records survive the cuts,
 // tags and interleaving those launchers apply, and every rank's lines come out whole.
 #include "rank_output.hpp"
+#include "supervisor_output.hpp"
 
 #include <doctest/doctest.h>
 
@@ -132,4 +133,28 @@ TEST_CASE("srun --label: padded labels, the shim's raw lines and srun's own line
   want.push_back("ringrun task: rank 3: cannot execute 'nope': No such file or directory\n");
   CHECK(got.ranks[3] == want);
   CHECK(got.launcher == std::vector<std::string>{"srun: error: n2: task 3: Exited with exit code 127\n"});
+}
+
+TEST_CASE("the failing rank's own status from srun's and mpirun's lines, not the launcher's worst task") {
+  ReportedFailure srun;
+  srun.note("srun: error: n2: task 3: Exited with exit code 3\n", OutputRetag::srun_label);
+  srun.note("srun: error: n1: task 0: Terminated\n", OutputRetag::srun_label);  // the first one counts
+  CHECK(srun.rank == 3);
+  CHECK(srun.host == "n2");
+  CHECK(srun.exit_status == 3);
+  ReportedFailure terminated;
+  terminated.note("srun: error: n1: tasks 0-1: Terminated\n", OutputRetag::srun_label);
+  terminated.note("srun: error: n1: task 0: Terminated\n", OutputRetag::srun_label);
+  CHECK(terminated.rank == 0);
+  CHECK_FALSE(terminated.exit_status.has_value());
+  ReportedFailure signalled;
+  signalled.note("mpirun noticed that process rank 5 with PID 0 on node n3 exited on signal 9 (Killed).\n",
+                 OutputRetag::mpirun_tag);
+  CHECK(signalled.rank == 5);
+  CHECK(signalled.exit_status == 128 + 9);
+  ReportedFailure exited;
+  exited.note("  Process name: [[4711,1],2]\n", OutputRetag::mpirun_tag);
+  exited.note("  Exit code:    7\n", OutputRetag::mpirun_tag);
+  CHECK(exited.rank == 2);
+  CHECK(exited.exit_status == 7);
 }

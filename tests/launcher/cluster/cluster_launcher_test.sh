@@ -183,8 +183,10 @@ case_mpirun_env() { env_case mpirun --launcher mpirun; }
 
 case_failure_scancel() {
   local script job state out
-  # 1. Rank 3 exits 3: the job fails with ringrun's summary line and a non-zero exit.
-  script=$(job_script fail.sh "export FAIL_RANK=3" "exec '$RINGRUN' -- '$HERE/print_env.sh'")
+  # 1. Rank 3 exits 3: the job fails with ringrun's summary line and rank 3's status. The other
+  # ranks are still running, so srun stops them (SIGTERM) and itself exits 143, the worst of its
+  # tasks; ringrun returns the failing rank's 3, as the local backend does.
+  script=$(job_script fail.sh "export FAIL_RANK=3 SLEEP_OTHERS=30" "exec '$RINGRUN' -- '$HERE/print_env.sh'")
   job=$(submit -N4 --ntasks-per-node=2 "$script")
   state=$(wait_done "$job" 60)
   out=$OUT/job-$job.out

@@ -1,7 +1,9 @@
 #!/bin/bash
 # One line per rank with what ringrun gave it; the cluster tests parse these lines.
 # FAIL_RANK=N: rank N exits 3 instead. SLEEP=S: sleep S seconds first (for scancel).
+# SLEEP_OTHERS=S: every rank but FAIL_RANK sleeps S seconds first, so srun stops them itself.
 if [[ -n ${SLEEP:-} ]]; then sleep "$SLEEP"; fi
+if [[ -n ${SLEEP_OTHERS:-} && ${RINGRUN_RANK:-} != "${FAIL_RANK:-}" ]]; then sleep "$SLEEP_OTHERS"; fi
 if [[ -n ${FAIL_RANK:-} && ${RINGRUN_RANK:-} == "$FAIL_RANK" ]]; then
   echo "rank $RINGRUN_RANK fails on purpose"
   exit 3
