@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <regex>
 
 namespace ringrun {
 namespace {
@@ -168,18 +167,62 @@ std::vector<std::string> shebang_words(std::string_view head) {
 }
 
 bool is_python_interpreter(std::string_view name) {
-  static const std::regex kPython("python[0-9.]*");
-  return std::regex_match(basename_of(name), kPython);
+  // python, python3, python3.11: "python" and then digits and dots only.
+  std::string_view base = basename_of(name);
+  if (!base.starts_with("python")) return false;
+  base.remove_prefix(6);
+  return std::all_of(base.begin(), base.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
 }
 
+namespace {
+
+bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+void skip_blanks(std::string_view& s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+}
+
+// Takes a keyword followed by at least one blank off the front of s.
+bool take_keyword(std::string_view& s, std::string_view keyword) {
+  if (!s.starts_with(keyword) || s.size() == keyword.size() || !is_blank(s[keyword.size()])) return false;
+  s.remove_prefix(keyword.size());
+  skip_blanks(s);
+  return true;
+}
+
+// A dotted module name off the front of s ("mpi4py", "os.path"); empty when none.
+std::string_view take_module(std::string_view& s) {
+  std::size_t n = 0;
+  while (n < s.size() && (is_word_char(s[n]) || s[n] == '.')) ++n;
+  std::string_view module = s.substr(0, n);
+  s.remove_prefix(n);
+  return module;
+}
+
+bool is_mpi4py(std::string_view module) { return module == "mpi4py" || module.starts_with("mpi4py."); }
+
+// `import a, mpi4py.MPI as m` or `from mpi4py import MPI`, at the start of a line (indented or not).
+bool line_imports_mpi4py(std::string_view line) {
+  skip_blanks(line);
+  if (take_keyword(line, "from")) return is_mpi4py(take_module(line));
+  if (!take_keyword(line, "import")) return false;
+  for (;;) {
+    if (is_mpi4py(take_module(line))) return true;
+    const std::size_t comma = line.find(',');
+    if (comma == std::string_view::npos) return false;
+    line.remove_prefix(comma + 1);
+    skip_blanks(line);
+  }
+}
+
+}  // namespace
+
 bool python_source_imports_mpi4py(std::string_view source) {
-  // Line by line: std::regex's multiline flag is missing from some standard libraries.
-  static const std::regex kImport(R"(^[ \t]*(import[ \t]+([\w.]+[ \t]*,[ \t]*)*mpi4py\b|from[ \t]+mpi4py\b))");
   while (!source.empty()) {
     const std::size_t end = std::min(source.find('\n'), source.size());
     const std::string_view line = source.substr(0, end);
-    if (line.find("mpi4py") != std::string_view::npos && std::regex_search(line.begin(), line.end(), kImport))
-      return true;
+    if (line.find("mpi4py") != std::string_view::npos && line_imports_mpi4py(line)) return true;
     source.remove_prefix(std::min(end + 1, source.size()));
   }
   return false;
