@@ -168,7 +168,8 @@ std::vector<std::string> shebang_words(std::string_view head) {
 
 bool is_python_interpreter(std::string_view name) {
   // python, python3, python3.11: "python" and then digits and dots only.
-  std::string_view base = basename_of(name);
+  const std::string name_only = basename_of(name);
+  std::string_view base = name_only;
   if (!base.starts_with("python")) return false;
   base.remove_prefix(6);
   return std::all_of(base.begin(), base.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
