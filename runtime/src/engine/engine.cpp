@@ -212,16 +212,24 @@ void Engine::wait_for_cycle(std::uint64_t& seen_cycles, Clock::time_point& seen_
 
 void Engine::stop_loop() {
   std::vector<LocalOp> leftover;
+  int code = RINGRUN_ERR_NOT_INITIALIZED;
+  std::string cause = "the engine stopped before the op was negotiated";
   {
     std::lock_guard lock(mutex_);
     stopped_ = true;
     leftover.swap(submitted_);
     batch_noticed_ = false;
     has_submitted_.store(false, std::memory_order_relaxed);
+    // An op submitted while the breaking cycle ran fails with what broke the engine (a dead
+    // peer, named), not with a bare "stopped".
+    if (broken_code_) {
+      code = broken_code_;
+      cause = broken_message_;
+    }
   }
   for (auto& op : leftover) {
-    std::string message = fmt::format("tensor '{}': the engine stopped before the op was negotiated", op.request.name);
-    finish(std::move(op), RINGRUN_ERR_NOT_INITIALIZED, std::move(message));
+    std::string message = fmt::format("tensor '{}': {}", op.request.name, cause);
+    finish(std::move(op), code, std::move(message));
   }
   {
     std::lock_guard cycle(driver_->mutex);
