@@ -500,8 +500,10 @@ std::optional<Topology> load_cache(const std::string& path) {
   // Only the XML reader built into libhwloc is needed: look for no plugin (PCI, OpenCL, GL, and on
   // GPU nodes CUDA/NVML/RSMI, which load the vendor libraries) unless the user points hwloc at some;
   // shim CPU 4.3 -> 2.8 ms here. Plugins are looked for once, in the first hwloc_topology_init.
+  // The path is a name in our private cache directory that is never created: hwloc's opendir
+  // fails at once (the cache directory itself would cost a stat of every file in it).
   const bool no_plugins = std::getenv("HWLOC_PLUGINS_PATH") == nullptr;
-  if (no_plugins) ::setenv("HWLOC_PLUGINS_PATH", path.substr(0, path.rfind('/')).c_str(), 1);
+  if (no_plugins) ::setenv("HWLOC_PLUGINS_PATH", (path.substr(0, path.rfind('/')) + "/no-hwloc-plugins").c_str(), 1);
   TopologyHandle topo = make_topology("this machine");
   if (no_plugins) ::unsetenv("HWLOC_PLUGINS_PATH");  // not for the program the shim starts
   if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0 ||
