@@ -1,3 +1,4 @@
+#include "rank_spawn.hpp"
 #include "supervisor_output.hpp"
 
 #include <ringrun/supervisor.hpp>
@@ -11,10 +12,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
-#include <linux/mempolicy.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,13 +24,6 @@
 
 namespace ringrun {
 namespace {
-
-// What a child reports on its status pipe before exiting 127, with errno.
-constexpr int kChildExecFailed = 1;
-constexpr int kChildAffinityFailed = 2;
-constexpr int kChildMemBindFailed = 3;
-// NUMA nodes --mem-bind local can name in the local backend (the kernel's MAX_NUMNODES is 1024).
-constexpr unsigned kMaxNumaNodes = 1024;
 
 using Clock = std::chrono::steady_clock;
 
@@ -64,6 +54,62 @@ std::vector<char*> c_strings(const std::vector<std::string>& items) {
   for (const auto& s : items) out.push_back(const_cast<char*>(s.c_str()));
   out.push_back(nullptr);
   return out;
+}
+
+// The rank's launch record, built before the clone (the child may only make system calls):
+// argv, environment, CPU set, and for --mem-bind local the set_mempolicy mask of the NUMA nodes
+// the plan named in RINGRUN_MEM_BIND_NODES.
+RankLaunch rank_launch(const ProcessSpec& spec, const sigset_t& exec_mask, pid_t parent) {
+  RankLaunch launch;
+  launch.executable = spec.executable;
+  launch.argv = c_strings(spec.argv);
+  launch.envp = c_strings(spec.env);
+  launch.exec_mask = exec_mask;
+  launch.parent = parent;
+  CPU_ZERO(&launch.cpus);
+  for (unsigned c : spec.cpus)
+    if (c < CPU_SETSIZE) CPU_SET(c, &launch.cpus);
+  launch.bind_cpus = !spec.cpus.empty();
+  constexpr unsigned kBitsPerWord = 8 * sizeof(unsigned long);
+  for (const std::string& entry : spec.env) {
+    static constexpr std::string_view kNodes = "RINGRUN_MEM_BIND_NODES=";
+    if (entry.compare(0, kNodes.size(), kNodes) != 0) continue;
+    std::vector<unsigned> nodes;
+    try {
+      nodes = topology::parse_cpulist(entry.substr(kNodes.size()));
+    } catch (const std::invalid_argument& e) {
+      throw LaunchError(fmt::format("ringrun: rank {}: {}", spec.rank, e.what()), 2);
+    }
+    for (unsigned node : nodes) {
+      if (node >= kMaxNumaNodes)
+        throw LaunchError(fmt::format("ringrun: rank {}: NUMA node {} is beyond the {} this build binds to; run "
+                                      "with --mem-bind none",
+                                      spec.rank, node, kMaxNumaNodes),
+                          2);
+      launch.numa_mask[node / kBitsPerWord] |= 1UL << (node % kBitsPerWord);
+      launch.bind_memory = true;
+    }
+  }
+  return launch;
+}
+
+LaunchError spawn_error(const ProcessSpec& spec, const SpawnFailure& failure) {
+  const char* error = std::strerror(failure.error);
+  switch (failure.step) {
+    case SpawnFailure::affinity:
+      return LaunchError(fmt::format("ringrun: rank {}: cannot bind to cpus {}: {}; run with --bind none to skip "
+                                     "binding",
+                                     spec.rank, topology::format_cpulist(spec.cpus), error),
+                         1);
+    case SpawnFailure::memory_binding:
+      return LaunchError(fmt::format("ringrun: rank {}: cannot bind memory to its NUMA node(s) (set_mempolicy "
+                                     "MPOL_BIND): {}; run with --mem-bind none",
+                                     spec.rank, error),
+                         1);
+    default:
+      return LaunchError(fmt::format("ringrun: cannot execute '{}' for rank {}: {}", spec.argv[0], spec.rank, error),
+                         127);
+  }
 }
 
 // The guard: a small process that outlives ringrun by design. It reads the process-group ids of
@@ -215,103 +261,36 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
 
   for (std::size_t i = 0; i < processes.size(); ++i) {
     const ProcessSpec& spec = processes[i];
-    int out[2], err[2], exec_status[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(exec_status, O_CLOEXEC) != 0)
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
       throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(errno)), 1);
-    // Everything the child needs is built before fork: the store's thread may hold malloc's lock.
-    std::vector<char*> argv = c_strings(spec.argv);
-    std::vector<char*> envp = c_strings(spec.env);
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    for (unsigned c : spec.cpus)
-      if (c < CPU_SETSIZE) CPU_SET(c, &cpus);
-    // --mem-bind local: the plan names the rank's NUMA nodes in RINGRUN_MEM_BIND_NODES; the mask
-    // for set_mempolicy is built here, the child only makes the system call.
-    std::array<unsigned long, kMaxNumaNodes / (8 * sizeof(unsigned long))> numa_mask{};
-    bool mem_bind = false;
-    for (const std::string& entry : spec.env) {
-      static constexpr std::string_view kNodes = "RINGRUN_MEM_BIND_NODES=";
-      if (entry.compare(0, kNodes.size(), kNodes) != 0) continue;
-      std::vector<unsigned> nodes;
-      try {
-        nodes = topology::parse_cpulist(entry.substr(kNodes.size()));
-      } catch (const std::invalid_argument& e) {
-        throw LaunchError(fmt::format("ringrun: rank {}: {}", spec.rank, e.what()), 2);
-      }
-      for (unsigned node : nodes) {
-        if (node >= kMaxNumaNodes)
-          throw LaunchError(fmt::format("ringrun: rank {}: NUMA node {} is beyond the {} this build binds to; run "
-                                        "with --mem-bind none",
-                                        spec.rank, node, kMaxNumaNodes),
-                            2);
-        numa_mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
-        mem_bind = true;
-      }
-    }
-    int in_fd = (spec.stdin_inherit && !stdin_is_tty) ? STDIN_FILENO : devnull;
-
-    pid_t pid = ::fork();
+    RankLaunch launch = rank_launch(spec, previous, parent);
+    launch.in_fd = (spec.stdin_inherit && !stdin_is_tty) ? STDIN_FILENO : devnull;
+    launch.out_fd = out[1];
+    launch.err_fd = err[1];
+    SpawnFailure failure;
+    const pid_t pid = spawn_rank(launch, failure);
+    ::close(out[1]);
+    ::close(err[1]);
     if (pid < 0) {
-      int e = errno;
+      const int e = errno;
       stop_all(SIGKILL);
-      throw LaunchError(fmt::format("ringrun: fork for rank {}: {}", spec.rank, std::strerror(e)), 1);
-    }
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);  // ringrun died between fork and prctl
-      ::dup2(in_fd, STDIN_FILENO);
-      ::dup2(out[1], STDOUT_FILENO);
-      ::dup2(err[1], STDERR_FILENO);
-      ::signal(SIGPIPE, SIG_DFL);
-      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-      if (!spec.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
-        const int status[2] = {kChildAffinityFailed, errno};
-        (void)!::write(exec_status[1], status, sizeof status);
-        ::_exit(127);
-      }
-      // maxnode counts bits, plus one: the kernel drops the last bit (set_mempolicy(2), BUGS).
-      if (mem_bind && ::syscall(SYS_set_mempolicy, MPOL_BIND, numa_mask.data(), kMaxNumaNodes + 1) != 0) {
-        const int status[2] = {kChildMemBindFailed, errno};
-        (void)!::write(exec_status[1], status, sizeof status);
-        ::_exit(127);
-      }
-      ::execve(spec.executable.c_str(), argv.data(), envp.data());
-      const int status[2] = {kChildExecFailed, errno};
-      (void)!::write(exec_status[1], status, sizeof status);
-      ::_exit(127);
+      for (auto& c : children)
+        if (c.running) ::waitpid(c.pid, nullptr, 0);
+      guard.release();
+      throw LaunchError(fmt::format("ringrun: starting rank {}: {}", spec.rank, std::strerror(e)), 1);
     }
     ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
     guard.watch(pid);
-    ::close(out[1]);
-    ::close(err[1]);
-    ::close(exec_status[1]);
     children[i] = Child{&spec, pid, true, 0};
-    int child_status[2] = {0, 0};  // what failed in the child, errno
-    ssize_t got;
-    do got = ::read(exec_status[0], child_status, sizeof child_status);
-    while (got < 0 && errno == EINTR);
-    ::close(exec_status[0]);
-    if (got == static_cast<ssize_t>(sizeof child_status)) {
+    if (failure.step != SpawnFailure::none) {
       // exec failed after resolve_program said it would work (e.g. a bad interpreter line), or
       // binding did.
       stop_all(SIGKILL);
       for (auto& c : children)
         if (c.running) ::waitpid(c.pid, nullptr, 0);
       guard.release();
-      const char* error = std::strerror(child_status[1]);
-      if (child_status[0] == kChildAffinityFailed)
-        throw LaunchError(fmt::format("ringrun: rank {}: cannot bind to cpus {}: {}; run with --bind none to skip "
-                                      "binding",
-                                      spec.rank, topology::format_cpulist(spec.cpus), error),
-                          1);
-      if (child_status[0] == kChildMemBindFailed)
-        throw LaunchError(fmt::format("ringrun: rank {}: cannot bind memory to its NUMA node(s) (set_mempolicy "
-                                      "MPOL_BIND): {}; run with --mem-bind none",
-                                      spec.rank, error),
-                          1);
-      throw LaunchError(fmt::format("ringrun: cannot execute '{}' for rank {}: {}", spec.argv[0], spec.rank, error),
-                        127);
+      throw spawn_error(spec, failure);
     }
     std::string label = spec.label == "rank" ? fmt::format("[{}]", spec.rank) : fmt::format("[{}]", spec.label);
     RankFiles* rank_files = options.output_directory ? &files : nullptr;
