@@ -1,5 +1,7 @@
 #include "interface_probe.hpp"
 
+#include "fact_cache.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -193,16 +195,14 @@ std::string self_executable() {
 std::optional<std::string> cache_path(const std::vector<std::string>& hosts, const Environment& env) {
   auto job = env.find("SLURM_JOB_ID");
   if (job == env.end() || job->second.find_first_not_of("0123456789_") != std::string::npos) return std::nullopt;
-  std::string dir = fmt::format("/tmp/ringrun-{}", ::getuid());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return std::nullopt;
-  struct stat st{};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) return std::nullopt;
+  const auto dir = private_cache_dir();
+  if (!dir) return std::nullopt;
   // Job ids restart when a controller starts from empty state (test clusters do): the cluster's
   // name and configuration file are part of the key, so another cluster's answer is never used.
   auto value = [&env](const char* name) { return env.count(name) ? env.at(name) : std::string(); };
   std::size_t h = std::hash<std::string>{}(
       fmt::format("{}\n{}\n{}", value("SLURM_CLUSTER_NAME"), value("SLURM_CONF"), fmt::join(hosts, ",")));
-  return fmt::format("{}/interfaces-{}-{:016x}", dir, job->second, h);
+  return fmt::format("{}/interfaces-{}-{:016x}", *dir, job->second, h);
 }
 
 }  // namespace

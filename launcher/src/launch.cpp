@@ -2,6 +2,7 @@
 
 #include "backend.hpp"
 #include "diagnostics.hpp"
+#include "fact_cache.hpp"
 #include "interface_probe.hpp"
 #include "mpi_launch.hpp"
 #include "python_package.hpp"
@@ -301,7 +302,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     };
   }
   // NCCL facts of this host (the task shims find their own node's).
-  in.nccl_version = topology::find_nccl_version();
+  in.nccl_version = cached_nccl_version(env);
   in.python_package_dir = find_python_package_dir(executable_dir());
   if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
   // Several hosts: the interface all of them share, from one probe step over the nodes (not in a

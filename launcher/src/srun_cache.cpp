@@ -1,5 +1,7 @@
 #include "srun_cache.hpp"
 
+#include "fact_cache.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -24,13 +26,6 @@ constexpr int kScontrolTimeoutS = 10;
 std::string value_of(const Environment& env, const char* name) {
   auto it = env.find(name);
   return it == env.end() ? std::string() : it->second;
-}
-
-// "path inode size mtime" of a file, or nullopt when it cannot be read.
-std::optional<std::string> identity(const std::string& path) {
-  struct stat st{};
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return fmt::format("{} {} {} {}.{:09}", path, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 }
 
 std::string find_in_path(const Environment& env, const char* program) {
@@ -60,63 +55,19 @@ bool task_plugin_value(const std::string& s) {
   return true;
 }
 
-// The whole file, when it is a regular file of ours that nobody else may write.
-std::optional<std::string> read_own_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st{};
-  std::optional<std::string> text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::getuid() && (st.st_mode & 022) == 0 &&
-      st.st_size < 4096) {
-    std::string buf(static_cast<std::size_t>(st.st_size), '\0');
-    if (::read(fd, buf.data(), buf.size()) == static_cast<ssize_t>(buf.size())) text = std::move(buf);
-  }
-  ::close(fd);
-  return text;
-}
-
 // The lines of one fact about this cluster (`fact` names it in the key, `file` in the file
 // name): the cached copy when every line passes `valid`, else ask(), stored when non-empty.
 std::vector<std::string> cached_lines(const Environment& env, const std::string& fact, const std::string& file,
                                       bool (*valid)(const std::string&),
                                       const std::function<std::vector<std::string>()>& ask) {
-  auto srun_id = identity(find_in_path(env, "srun"));
+  auto srun_id = file_identity(find_in_path(env, "srun"));
   if (!srun_id) return ask();
   const std::string conf = value_of(env, "SLURM_CONF");
   // The facts come from slurm.conf and srun's build: a new srun or an edited configuration is
   // another key.
   const std::string key = fmt::format("ringrun {} v1\ncluster {}\nconf {}\nsrun {}", fact,
-                                      value_of(env, "SLURM_CLUSTER_NAME"), identity(conf).value_or(conf), *srun_id);
-  const std::string dir = fmt::format("/tmp/ringrun-{}", ::getuid());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ask();
-  struct stat st{};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 022) != 0)
-    return ask();
-  const std::string path = fmt::format("{}/{}-{:016x}", dir, file, std::hash<std::string>{}(key));
-
-  if (auto text = read_own_file(path); text && text->compare(0, key.size() + 1, key + "\n") == 0) {
-    std::vector<std::string> lines;
-    std::stringstream in(text->substr(key.size() + 1));
-    bool all_valid = true;
-    for (std::string line; std::getline(in, line);) {
-      all_valid = all_valid && valid(line);
-      lines.push_back(line);
-    }
-    if (all_valid && !lines.empty()) return lines;
-  }
-
-  std::vector<std::string> lines = ask();
-  if (lines.empty()) return lines;  // no answer: ask again next time
-  for (const auto& l : lines)
-    if (!valid(l)) return lines;
-  const std::string tmp = fmt::format("{}.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return lines;
-  const std::string text = fmt::format("{}\n{}\n", key, fmt::join(lines, "\n"));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
-  return lines;
+                                      value_of(env, "SLURM_CLUSTER_NAME"), file_identity(conf).value_or(conf), *srun_id);
+  return cached_fact_lines(key, file, valid, ask);
 }
 
 // The stdout of `exe args...` run with env (no shell; stdin and stderr on /dev/null, so a

@@ -1,6 +1,7 @@
 // The task shim: `ringrun task -- PROGRAM ARGS`, started by srun or mpirun once per rank. It finds
 // its rank, plans its own node from its own topology with the same make_plan the launcher used,
 // applies the slot (environment, CPU affinity) and execs the program.
+#include "fact_cache.hpp"
 #include "interface_probe.hpp"
 #include "python_package.hpp"
 #include "rank_output.hpp"
@@ -137,7 +138,7 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   in.store_addr = env.count("RINGRUN_STORE_ADDR") ? env.at("RINGRUN_STORE_ADDR") : "";
   in.job_secret = env.count("RINGRUN_JOB_SECRET") ? env.at("RINGRUN_JOB_SECRET") : "";
   // This node's NCCL facts: the NCCL it loads and its HCA ports' RoCE GIDs.
-  in.nccl_version = topology::find_nccl_version();
+  in.nccl_version = cached_nccl_version(env);
   // The task shim is the launcher's own executable: the same package folder, found on this node.
   in.python_package_dir = find_python_package_dir(executable_dir());
   in.roce_gid_indexes = topology::roce_gid_indexes(

@@ -1,6 +1,7 @@
 // NCCL facts of this host that the pure plans need: the version of the NCCL a rank would load,
 // and the RoCE GID index of each HCA port (sysfs).
 #include <dlfcn.h>
+#include <link.h>
 
 #include <string>
 
@@ -8,22 +9,24 @@
 
 namespace ringrun::topology {
 
-std::optional<int> find_nccl_version() {
+NcclLibrary find_nccl_library() {
   // The loader's search path first (LD_LIBRARY_PATH, ld.so.cache), then where CUDA installs it.
   for (const char* library : {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"}) {
     // Lazy: only ncclGetVersion is called; binding all of libnccl's symbols costs a launch ~0.5 ms.
     void* handle = ::dlopen(library, RTLD_LAZY | RTLD_LOCAL);
     if (!handle) continue;
-    std::optional<int> version;
+    NcclLibrary found;
     using GetVersion = int (*)(int*);  // ncclResult_t ncclGetVersion(int*); ncclSuccess == 0
     if (auto get = reinterpret_cast<GetVersion>(::dlsym(handle, "ncclGetVersion"))) {
       int code = 0;
-      if (get(&code) == 0 && code > 0) version = code;
+      if (get(&code) == 0 && code > 0) found.version = code;
     }
+    link_map* map = nullptr;
+    if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) found.path = map->l_name;
     ::dlclose(handle);
-    if (version) return version;
+    if (found.version) return found;
   }
-  return std::nullopt;
+  return {};
 }
 
 std::map<std::string, int> roce_gid_indexes(const std::string& sysfs_root, const Topology& topo) {

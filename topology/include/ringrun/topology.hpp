@@ -133,9 +133,15 @@ std::optional<int> roce_gid_index(const std::string& sysfs_root, const std::stri
 // keyed "mlx5_0:1" as in NCCL_IB_HCA; ports without such a GID are absent.
 std::map<std::string, int> roce_gid_indexes(const std::string& sysfs_root, const Topology& topo);
 
-// The version code of the NCCL this host's loader finds (dlopen libnccl.so.2, else
-// /usr/local/cuda/lib64/libnccl.so.2, then ncclGetVersion: 2.21.5 -> 22105); nullopt when none.
-std::optional<int> find_nccl_version();
+// The NCCL this host's loader finds (dlopen libnccl.so.2, else /usr/local/cuda/lib64/libnccl.so.2,
+// then ncclGetVersion): its version code (2.21.5 -> 22105) and the file the loader opened; no
+// version when none loads. A dlopen of libnccl costs a launch 2-4 ms: the launcher caches this
+// (launcher/src/fact_cache.hpp).
+struct NcclLibrary {
+  std::optional<int> version;
+  std::string path;
+};
+NcclLibrary find_nccl_library();
 
 // `ringrun topo`: one row per GPU (index, bus id, NUMA, cores, closest NIC and its distance class),
 // then, when slots are given, one row per local rank (GPU, cpus, NIC, NCCL variables).
