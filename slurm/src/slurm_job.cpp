@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "ringrun/slurm.hpp"
 
 #if RINGRUN_HAVE_LIBSLURM
+#include <dlfcn.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 #include <unistd.h>
@@ -23,6 +25,42 @@ namespace ringrun {
 
 #if RINGRUN_HAVE_LIBSLURM
 namespace {
+
+// libslurm, loaded when --jobid needs it: linked, it costs every launch ~1.2 ms (it and
+// libresolv mapped and relocated) for one flag. RINGRUN_LIBSLURM_SONAME is the soname of the
+// libslurm this was built against (the structures below are that version's).
+struct Libslurm {
+  decltype(&::slurm_init) init = nullptr;
+  decltype(&::slurm_load_job) load_job = nullptr;
+  decltype(&::slurm_free_job_info_msg) free_job_info_msg = nullptr;
+  decltype(&::slurm_strerror) strerror = nullptr;
+  decltype(&::slurm_job_cpus_allocated_on_node_id) cpus_allocated_on_node_id = nullptr;
+};
+
+const Libslurm& libslurm(const std::string& job_id) {
+  static const Libslurm loaded = [&job_id] {
+    void* handle = ::dlopen(RINGRUN_LIBSLURM_SONAME, RTLD_NOW | RTLD_GLOBAL);
+    if (!handle)
+      throw InputError(fmt::format("--jobid {} : cannot load {} ({}); install Slurm's library (Debian: "
+                                   "libslurm38) or run ringrun inside the job",
+                                   job_id, RINGRUN_LIBSLURM_SONAME, ::dlerror()));
+    Libslurm lib;
+    auto bind = [handle, &job_id](auto& function, const char* name) {
+      function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(handle, name));
+      if (!function)
+        throw InputError(fmt::format("--jobid {} : {} has no {}; rebuild ringrun against this cluster's libslurm",
+                                     job_id, RINGRUN_LIBSLURM_SONAME, name));
+    };
+    bind(lib.init, "slurm_init");
+    bind(lib.load_job, "slurm_load_job");
+    bind(lib.free_job_info_msg, "slurm_free_job_info_msg");
+    bind(lib.strerror, "slurm_strerror");
+    bind(lib.cpus_allocated_on_node_id, "slurm_job_cpus_allocated_on_node_id");
+    lib.init(nullptr);  // reads the configuration once per process
+    return lib;
+  }();
+  return loaded;
+}
 
 // RINGRUN_MAX_HOSTLIST bounds this expansion as it bounds the one from SLURM's environment.
 Environment limit_env() {
@@ -78,20 +116,14 @@ Allocation allocation_from_job(const std::string& job_id) {
                                  "the cluster's slurm.conf",
                                  job_id, conf && *conf ? fmt::format("SLURM_CONF={}", conf_path) : conf_path,
                                  std::strerror(errno)));
-  // slurm_init() reads the configuration once per process.
-  static bool initialized = false;
-  if (!initialized) {
-    slurm_init(nullptr);
-    initialized = true;
-  }
-
+  const Libslurm& slurm = libslurm(job_id);
   job_info_msg_t* raw = nullptr;
-  if (slurm_load_job(&raw, id, SHOW_DETAIL) != SLURM_SUCCESS) {
+  if (slurm.load_job(&raw, id, SHOW_DETAIL) != SLURM_SUCCESS) {
     const int err = errno;
     throw InputError(fmt::format("--jobid {} : slurmctld refused: {}; check the id with squeue",
-                                 job_id, slurm_strerror(err)));
+                                 job_id, slurm.strerror(err)));
   }
-  const std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)> msg(raw, slurm_free_job_info_msg);
+  const std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)> msg(raw, slurm.free_job_info_msg);
   if (msg->record_count == 0)
     throw InputError(fmt::format("--jobid {} : no such job; check the id with squeue", job_id));
   const slurm_job_info_t& job = msg->job_array[0];
@@ -115,7 +147,7 @@ Allocation allocation_from_job(const std::string& job_id) {
     host.name = names[i];
     // Slots as Slurm lays tasks out in block order: what the node's allocated CPUs hold, capped
     // by --ntasks-per-node and by the tasks not yet placed (the SLURM_TASKS_PER_NODE of the job).
-    int cpus = job.job_resrcs ? slurm_job_cpus_allocated_on_node_id(job.job_resrcs, static_cast<int>(i)) : 0;
+    int cpus = job.job_resrcs ? slurm.cpus_allocated_on_node_id(job.job_resrcs, static_cast<int>(i)) : 0;
     int slots = cpus > 0 ? cpus / cpus_per_task : 1;
     if (tasks_per_node_set) slots = std::min<int>(slots, job.ntasks_per_node);
     if (alloc.ntasks) {
