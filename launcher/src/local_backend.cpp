@@ -1,4 +1,5 @@
-// The local backend: every rank is a child of ringrun on this host, started by fork/exec.
+// The local backend: every rank is a child of ringrun on this host, started by clone/exec
+// (rank_spawn.hpp).
 #include "backend.hpp"
 
 #include <ringrun/slurm.hpp>

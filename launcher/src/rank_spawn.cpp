@@ -1,17 +1,42 @@
 #include "rank_spawn.hpp"
 
+#include <ringrun/supervisor.hpp>
+
+#include <fmt/format.h>
+
+#include <atomic>
 #include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <csignal>
 #include <linux/mempolicy.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <new>
 
 namespace ringrun {
 namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
+// CLONE_VM: a child borrows the parent's memory (a rank until its execve, the guard for good).
+// ThreadSanitizer intercepts clone and treats the child as a fork (it resets its own state
+// there), which shared memory would corrupt: its builds copy the memory instead, as fork does.
+constexpr int kShareMemory = kThreadSanitizer ? 0 : CLONE_VM;
 
 struct ChildContext {
   const RankLaunch* launch;
@@ -71,22 +96,7 @@ ChildMemory child_memory() {
   return {static_cast<char*>(stack) + kChildStack, new (shared) SpawnFailure};
 }
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-
-// CLONE_VM: the child borrows the parent's memory until execve. ThreadSanitizer intercepts clone
-// and treats the child as a fork (it resets its own state there), which shared memory would
-// corrupt: its builds copy the memory instead, as fork does.
-constexpr int kCloneFlags = (kThreadSanitizer ? 0 : CLONE_VM) | CLONE_VFORK | SIGCHLD;
+constexpr int kCloneFlags = kShareMemory | CLONE_VFORK | SIGCHLD;
 
 }  // namespace
 
@@ -106,6 +116,103 @@ pid_t spawn_rank(const RankLaunch& launch, SpawnFailure& failure) {
   failure = *memory.failure;
   errno = clone_error;
   return pid;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The guard
+
+struct RankGuard::Table {
+  std::atomic<std::size_t> count{0};
+  std::size_t capacity = 0;
+  int read_fd = -1, write_fd = -1;
+  pid_t* groups() { return reinterpret_cast<pid_t*>(this + 1); }  // capacity entries follow
+};
+
+namespace {
+
+constexpr std::size_t kGuardStack = 16 * 1024;
+constexpr char kReleased = 'r';
+
+// The guard itself: raw system calls only. It runs beside ringrun in its memory, so it may not
+// touch errno while ringrun runs; its calls cannot fail until ringrun is gone (signals are
+// blocked, the pipe is valid), and kill()'s ESRCH for a group already gone comes after.
+int guard_main(void* arg) {
+  auto* table = static_cast<RankGuard::Table*>(arg);
+  ::syscall(SYS_setsid);  // out of the terminal's process group: Ctrl-C is ringrun's to handle
+  unsigned long all = ~0UL;
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, sizeof all);
+  ::syscall(SYS_close, table->write_fd);  // its copy: EOF must come when ringrun's closes
+  char word = 0;
+  long n;
+  do n = ::syscall(SYS_read, table->read_fd, &word, 1);
+  while (n < 0);  // cannot happen with every signal blocked; never taken for "ringrun is gone"
+  if (n == 1 && word == kReleased) ::syscall(SYS_exit_group, 0);
+  // ringrun is gone: its memory is still ours, and the table is final.
+  const std::size_t count = table->count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < count && i < table->capacity; ++i) ::syscall(SYS_kill, -table->groups()[i], SIGKILL);
+  ::syscall(SYS_exit_group, 0);
+  return 0;
+}
+
+}  // namespace
+
+RankGuard::RankGuard(std::size_t ranks) {
+  table_bytes_ = sizeof(Table) + ranks * sizeof(pid_t);
+  // Shared: in TSan builds the guard has a copy of the memory, and must still see the groups.
+  void* table = ::mmap(nullptr, table_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  stack_ = ::mmap(nullptr, kGuardStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  int fds[2] = {-1, -1};
+  if (table == MAP_FAILED || stack_ == MAP_FAILED || ::pipe2(fds, O_CLOEXEC) != 0) {
+    const int e = errno;
+    if (table != MAP_FAILED) ::munmap(table, table_bytes_);
+    if (stack_ != MAP_FAILED) ::munmap(stack_, kGuardStack);
+    stack_ = nullptr;
+    throw LaunchError(fmt::format("ringrun: cannot start the guard process: {}", std::strerror(e)), 1);
+  }
+  table_ = new (table) Table;
+  table_->capacity = ranks;
+  table_->read_fd = fds[0];
+  table_->write_fd = fds[1];
+  write_fd_ = fds[1];
+  sigset_t all, before;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &before);
+  pid_ = ::clone(guard_main, static_cast<char*>(stack_) + kGuardStack, kShareMemory | SIGCHLD, table_);
+  const int clone_error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  ::close(fds[0]);
+  if (pid_ < 0) {
+    ::close(fds[1]);
+    throw LaunchError(fmt::format("ringrun: cannot start the guard process: {}", std::strerror(clone_error)), 1);
+  }
+}
+
+void RankGuard::watch(pid_t group) {
+  const std::size_t n = table_->count.load(std::memory_order_relaxed);
+  if (n >= table_->capacity) return;
+  table_->groups()[n] = group;
+  table_->count.store(n + 1, std::memory_order_release);
+}
+
+void RankGuard::release() {
+  if (write_fd_ < 0) return;
+  (void)!::write(write_fd_, &kReleased, 1);
+  ::close(write_fd_);
+  write_fd_ = -1;
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+RankGuard::~RankGuard() {
+  // Not released (an exception): the guard ends the ranks, as it would if ringrun died, and is
+  // reaped before its stack and table go.
+  if (write_fd_ >= 0) {
+    ::close(write_fd_);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  ::munmap(table_, table_bytes_);
+  ::munmap(stack_, kGuardStack);
 }
 
 }  // namespace ringrun

@@ -1,6 +1,7 @@
 #pragma once
-// Starting one rank's process: clone(CLONE_VM | CLONE_VFORK), posix_spawn's way, with the
-// supervisor's extras (own process group, parent-death signal, CPU and memory binding).
+// The processes the supervisor starts by clone: each rank (clone(CLONE_VM | CLONE_VFORK),
+// posix_spawn's way, with the supervisor's extras: own process group, parent-death signal, CPU
+// and memory binding) and the guard that outlives ringrun.
 
 #include <sched.h>
 #include <signal.h>
@@ -42,5 +43,33 @@ struct SpawnFailure {
 // (Starting ranks from several threads at once was measured slower on 2 cores: 25.9 against
 // 24.1 ms for -np 4.) Not thread-safe: one caller at a time.
 pid_t spawn_rank(const RankLaunch& launch, SpawnFailure& failure);
+
+// The guard: a small process that outlives ringrun by design. ringrun names each rank's process
+// group to it; when ringrun ends without release() (SIGKILLed, crashed), the guard SIGKILLs
+// every group, so no rank, nor anything a rank started, survives. It shares ringrun's memory
+// (no fork: a copy of the page tables and a copy-on-write fault for every page written after
+// it cost a launch ~2 ms here) and runs on its own stack with raw system calls only; the groups
+// are in a shared page it reads once ringrun is gone.
+class RankGuard {
+ public:
+  // Starts the guard for up to `ranks` process groups; throws LaunchError when it cannot.
+  explicit RankGuard(std::size_t ranks);
+  ~RankGuard();
+  RankGuard(const RankGuard&) = delete;
+  RankGuard& operator=(const RankGuard&) = delete;
+
+  void watch(pid_t group);
+  // ringrun cleaned up itself: the guard exits without killing anything, and is reaped.
+  void release();
+
+  struct Table;  // the shared page: the groups, the pipe
+
+ private:
+  Table* table_ = nullptr;
+  std::size_t table_bytes_ = 0;
+  void* stack_ = nullptr;
+  int write_fd_ = -1;
+  pid_t pid_ = -1;
+};
 
 }  // namespace ringrun

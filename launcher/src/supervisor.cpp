@@ -112,54 +112,6 @@ LaunchError spawn_error(const ProcessSpec& spec, const SpawnFailure& failure) {
   }
 }
 
-// The guard: a small process that outlives ringrun by design. It reads the process-group ids of
-// the ranks from a pipe; when the pipe closes without the "all done" word (ringrun was SIGKILLed
-// or crashed), it SIGKILLs every group, so no rank, nor anything a rank started, survives.
-struct Guard {
-  int write_fd = -1;
-  pid_t pid = -1;
-
-  void start() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(errno)), 1);
-    pid = ::fork();
-    if (pid < 0) throw LaunchError(fmt::format("ringrun: fork: {}", std::strerror(errno)), 1);
-    if (pid == 0) {
-      ::close(fds[1]);
-      ::setsid();  // out of the terminal's process group: Ctrl-C is ringrun's to handle
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::signal(SIGINT, SIG_IGN);
-      ::signal(SIGTERM, SIG_IGN);
-      ::signal(SIGHUP, SIG_IGN);
-      std::vector<pid_t> groups;
-      for (;;) {
-        pid_t group = 0;
-        ssize_t n = ::read(fds[0], &group, sizeof group);
-        if (n < 0 && errno == EINTR) continue;
-        if (n != static_cast<ssize_t>(sizeof group)) break;
-        if (group == 0) ::_exit(0);  // ringrun finished and cleaned up itself
-        groups.push_back(group);
-      }
-      for (pid_t g : groups) ::kill(-g, SIGKILL);
-      ::_exit(0);
-    }
-    ::close(fds[0]);
-    write_fd = fds[1];
-  }
-  void watch(pid_t group) const {
-    if (write_fd >= 0) write_all(write_fd, reinterpret_cast<const char*>(&group), sizeof group);
-  }
-  void release() {
-    if (write_fd < 0) return;
-    pid_t done = 0;
-    write_all(write_fd, reinterpret_cast<const char*>(&done), sizeof done);
-    ::close(write_fd);
-    write_fd = -1;
-  }
-};
-
 sigset_t supervisor_signals() {
   sigset_t set;
   sigemptyset(&set);
@@ -238,8 +190,7 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
   struct sigaction old_pipe {};
   ::sigaction(SIGPIPE, &ignore, &old_pipe);
 
-  Guard guard;
-  guard.start();
+  RankGuard guard(processes.size());
 
   const bool stdin_is_tty = ::isatty(STDIN_FILENO);
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -415,7 +366,6 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
   // Whatever a rank left behind in its process group goes with it.
   for (auto& c : children) ::kill(-c.pid, SIGKILL);
   guard.release();
-  if (guard.pid > 0) ::waitpid(guard.pid, nullptr, 0);
   ::close(sfd);
   ::sigaction(SIGPIPE, &old_pipe, nullptr);
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
