@@ -20,7 +20,8 @@ LauncherKind launcher_for_mpi_program(LauncherKind resolved, const std::vector<s
                                       const Environment& env, std::vector<std::string>& notes,
                                       std::vector<std::string>& warnings);
 
-// Watches a directory of its own, given to every rank as Open MPI's session directory base
+// Watches a directory of its own (in /dev/shm where it can, else TMPDIR or /tmp), given to every
+// rank as Open MPI's session directory base
 // (OMPI_MCA_orte_tmpdir_base): Open MPI creates its session directory there in MPI_Init, so an
 // entry appearing means a rank initialized MPI without mpirun (a singleton). Open MPI removes the
 // directory at MPI_Finalize; inotify keeps the creation. Other MPI libraries are not seen here

@@ -8,7 +8,7 @@ ringrun=$1/bin/ringrun
 command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "SKIP: mpicc or mpirun missing"; exit 77; }
 work=$(mktemp -d /tmp/ringrun-mpi-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-export TMPDIR=$work/tmp   # the singleton watch's directory lands here: checked to be gone
+export TMPDIR=$work/tmp   # the singleton watch's directory lands here without /dev/shm: checked to be gone
 mkdir -p "$TMPDIR"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 cat >"$work/mpi_hello.c" <<'C'
@@ -75,5 +75,10 @@ plan_launcher() { "$ringrun" -np 2 --dry-run --json "$@" | sed -n 's/^{"launcher
 
 # Nothing left behind: no watch directory, no rank.
 [ -z "$(ls -A "$TMPDIR")" ] || fail "left in TMPDIR: $(ls -A "$TMPDIR")"
+for dir in /dev/shm/ringrun-mpi.*; do  # the watch's directory on tmpfs: gone with its ringrun
+  [ -e "$dir" ] || continue
+  pid=${dir#/dev/shm/ringrun-mpi.}
+  kill -0 "${pid%%.*}" 2>/dev/null || fail "left in /dev/shm by a finished ringrun: $dir"
+done
 pgrep -f "$work/mpi_hello" >/dev/null && fail "a rank outlived ringrun"
 echo "PASS"
