@@ -1,5 +1,7 @@
 #include "core/dtype.hpp"
 
+#include "core/reduce_simd.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -126,9 +128,15 @@ void combine(T* dst, const T* a, const T* b, std::size_t n) {
   }
 }
 
+// Of two NaNs, a's wins (x86's rule for the first operand, made explicit because a compiler may
+// swap the operands of + and *): the vector kernels of reduce_simd.cpp give the same bits.
 template <typename Op, float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float)>
 void combine_16(std::uint16_t* dst, const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = FromFloat(Op::apply(ToFloat(a[i]), ToFloat(b[i])));
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = ToFloat(a[i]);
+    const float combined = Op::apply(x, ToFloat(b[i]));
+    dst[i] = FromFloat(x != x ? x : combined);
+  }
 }
 
 template <typename Op>
@@ -168,7 +176,7 @@ template <typename T> void divide(T* buf, std::size_t n, int ranks) {
 
 }  // namespace
 
-void reduce(void* dst, const void* a, const void* b, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
+void reduce_scalar(void* dst, const void* a, const void* b, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
   switch (op) {
     case RINGRUN_SUM:
     case RINGRUN_AVERAGE: return dispatch<Sum>(dst, a, b, count, dtype);
@@ -178,7 +186,7 @@ void reduce(void* dst, const void* a, const void* b, std::size_t count, ringrun_
   }
 }
 
-void finish_average(void* buf, std::size_t count, ringrun_dtype dtype, int ranks) {
+void finish_average_scalar(void* buf, std::size_t count, ringrun_dtype dtype, int ranks) {
   if (ranks == 1) return;
   switch (dtype) {
     case RINGRUN_FLOAT32: return divide(static_cast<float*>(buf), count, ranks);
@@ -198,6 +206,30 @@ void finish_average(void* buf, std::size_t count, ringrun_dtype dtype, int ranks
       return;
     }
   }
+}
+
+static bool is_16_bit_float(ringrun_dtype dtype) { return dtype == RINGRUN_FLOAT16 || dtype == RINGRUN_BFLOAT16; }
+
+// float16 and bfloat16 through the vector kernels where the CPU has them (the same bits, several
+// times faster); the scalar kernels do the other dtypes and the last few elements.
+void reduce(void* dst, const void* a, const void* b, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
+  std::size_t done = 0;
+  if (is_16_bit_float(dtype) && simd::available())
+    done = simd::combine_16(static_cast<std::uint16_t*>(dst), static_cast<const std::uint16_t*>(a),
+                            static_cast<const std::uint16_t*>(b), count, dtype, op);
+  if (done == count) return;
+  const std::size_t skip = done * sizeof(std::uint16_t);  // done is 0 for the other dtypes
+  reduce_scalar(static_cast<char*>(dst) + skip, static_cast<const char*>(a) + skip, static_cast<const char*>(b) + skip,
+                count - done, dtype, op);
+}
+
+void finish_average(void* buf, std::size_t count, ringrun_dtype dtype, int ranks) {
+  if (ranks == 1) return;
+  std::size_t done = 0;
+  if (is_16_bit_float(dtype) && simd::available())
+    done = simd::divide_16(static_cast<std::uint16_t*>(buf), count, dtype, ranks);
+  if (done == count) return;
+  finish_average_scalar(static_cast<char*>(buf) + done * sizeof(std::uint16_t), count - done, dtype, ranks);
 }
 
 }  // namespace ringrun::core

@@ -42,4 +42,9 @@ void reduce(void* dst, const void* a, const void* b, std::size_t count, ringrun_
 // buf[i] /= ranks, the last step of AVERAGE.
 void finish_average(void* buf, std::size_t count, ringrun_dtype dtype, int ranks);
 
+// The same, element by element: what reduce() and finish_average() run where the CPU lacks
+// AVX2/F16C (see reduce_simd.hpp), and the reference their vector kernels are tested against.
+void reduce_scalar(void* dst, const void* a, const void* b, std::size_t count, ringrun_dtype dtype, ringrun_op op);
+void finish_average_scalar(void* buf, std::size_t count, ringrun_dtype dtype, int ranks);
+
 }  // namespace ringrun::core
