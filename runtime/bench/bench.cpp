@@ -2,6 +2,7 @@
 // Gloo) timed on the same ranks and buffers in the same run, alternating sample by sample so both
 // see the same machine state. Output as in shared/design.md, "Benchmark output"; RESULTS.md holds
 // the runs and describes the method and the columns.
+#include "bound.hpp"
 #include "check.hpp"
 #include "common.hpp"
 #include "engine_bench.hpp"
@@ -287,6 +288,7 @@ struct Row {
   double time_us = 0, algbw_GBps = 0, busbw_GBps = 0;
   std::optional<std::size_t> wrong;
   std::optional<double> peer_time_us, peer_busbw_GBps, ratio, memcpy_frac;
+  std::optional<double> bound_time_us, bound_frac;  // allreduce on a modelled transport, from kBoundMinBytes
 };
 
 struct Context {
@@ -297,6 +299,8 @@ struct Context {
   Peer *peer = nullptr;
   std::string peer_name;
   double memcpy_GBps = 0;
+  std::optional<StreamRates> stream;  // measured when the sweep has an allreduce
+  std::string transport;              // ringrun_transport_name(): which bytes model applies
 };
 
 void print_header(const Context &context, Collective collective, const std::string &peer_description) {
@@ -310,18 +314,21 @@ void print_header(const Context &context, Collective collective, const std::stri
   fmt::print("# memcpy_1core_GBps {:.2f} (64 MiB glibc memcpy on rank 0, median of 20); memcpy_frac = "
              "busbw / memcpy_1core_GBps, shown from 16 MiB\n",
              context.memcpy_GBps);
-  fmt::print("#{:>11} {:>11} {:>8} {:>4} {:>11} {:>10} {:>10} {:>6} {:>12} {:>15} {:>6} {:>11}\n", "size",
+  if (collective == Collective::allreduce && context.stream)
+    fmt::print("{}", bound_header(*context.stream, context.ranks, context.transport));
+  fmt::print("#{:>11} {:>11} {:>8} {:>4} {:>11} {:>10} {:>10} {:>6} {:>12} {:>15} {:>6} {:>11} {:>10}\n", "size",
              "count", "type", "op", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "peer_time_us",
-             "peer_busbw_GBps", "ratio", "memcpy_frac");
+             "peer_busbw_GBps", "ratio", "memcpy_frac", "bound_frac");
   std::fflush(stdout);
 }
 
 void print_row(const Context &context, const Row &row) {
   const char *op = row.collective == Collective::allreduce ? op_name(context.options.op).data() : "none";
-  fmt::print("{:>12} {:>11} {:>8} {:>4} {:>11.2f} {:>10.3f} {:>10.3f} {:>6} {:>12} {:>15} {:>6} {:>11}\n",
+  fmt::print("{:>12} {:>11} {:>8} {:>4} {:>11.2f} {:>10.3f} {:>10.3f} {:>6} {:>12} {:>15} {:>6} {:>11} {:>10}\n",
              row.size, row.count, dtype_name(context.options.dtype), op, row.time_us, row.algbw_GBps,
              row.busbw_GBps, row.wrong ? fmt::format("{}", *row.wrong) : "-", or_dash(row.peer_time_us, 2),
-             or_dash(row.peer_busbw_GBps, 3), or_dash(row.ratio, 2), or_dash(row.memcpy_frac, 2));
+             or_dash(row.peer_busbw_GBps, 3), or_dash(row.ratio, 2), or_dash(row.memcpy_frac, 2),
+             or_dash(row.bound_frac, 2));
   std::fflush(stdout);
 }
 
@@ -331,14 +338,18 @@ std::string row_json(const Context &context, const Row &row) {
       "{{\"collective\": \"{}\", \"size\": {}, \"count\": {}, \"type\": \"{}\", \"op\": \"{}\", "
       "\"ranks\": {}, \"time_us\": {}, \"algbw_GBps\": {}, \"busbw_GBps\": {}, \"wrong\": {}, "
       "\"peer\": {}, \"peer_time_us\": {}, \"peer_busbw_GBps\": {}, \"ratio\": {}, "
-      "\"memcpy_GBps\": {}, \"memcpy_frac\": {}}}",
+      "\"memcpy_GBps\": {}, \"memcpy_frac\": {}, \"stream_copy_GBps\": {}, \"stream_sum_GBps\": {}, "
+      "\"bound_time_us\": {}, \"bound_frac\": {}}}",
       collective_name(row.collective), row.size, row.count, dtype_name(context.options.dtype),
       reduces ? op_name(context.options.op) : "none", context.ranks, json_number(row.time_us),
       json_number(row.algbw_GBps), json_number(row.busbw_GBps),
       row.wrong ? fmt::format("{}", *row.wrong) : "null",
       context.peer ? fmt::format("\"{}\"", context.peer_name) : "null", json_number(row.peer_time_us),
       json_number(row.peer_busbw_GBps), json_number(row.ratio), json_number(context.memcpy_GBps),
-      json_number(row.memcpy_frac));
+      json_number(row.memcpy_frac),
+      json_number(context.stream ? std::optional<double>(context.stream->copy_GBps) : std::nullopt),
+      json_number(context.stream ? std::optional<double>(context.stream->sum_GBps) : std::nullopt),
+      json_number(row.bound_time_us), json_number(row.bound_frac));
 }
 
 // Sizes of the sweep for one collective, with the element count per rank each needs.
@@ -353,6 +364,15 @@ std::vector<std::pair<std::size_t, std::size_t>> sweep(const Options &options, C
     if (bytes > options.max_bytes / options.step_factor) break;
   }
   return sizes;
+}
+
+// bound_time: the bytes each rank must move to and from memory at the streaming rate (bound.hpp).
+void set_bound(const Context &context, Row &row, double seconds) {
+  if (row.collective != Collective::allreduce || !context.stream || row.size < kBoundMinBytes) return;
+  const auto bound_seconds = allreduce_bound_seconds(row.size, context.transport, *context.stream);
+  if (!bound_seconds) return;
+  row.bound_time_us = *bound_seconds * 1e6;
+  row.bound_frac = *bound_seconds / seconds;
 }
 
 void run_collective(const Context &context, Collective collective, std::vector<std::string> &json_rows) {
@@ -438,6 +458,7 @@ void run_collective(const Context &context, Collective collective, std::vector<s
       if (*row.peer_busbw_GBps > 0) row.ratio = row.busbw_GBps / *row.peer_busbw_GBps;
     }
     if (bytes >= kMemcpyFracMinBytes && context.memcpy_GBps > 0) row.memcpy_frac = row.busbw_GBps / context.memcpy_GBps;
+    set_bound(context, row, seconds);
 
     if (context.rank == 0) {
       if (options.json) {
@@ -522,6 +543,11 @@ int run(int argc, char **argv) {
 #endif
   context.peer = peer.get();
   context.memcpy_GBps = measure_memcpy_GBps(context.rank);
+  if (const char *transport = ringrun_transport_name()) context.transport = transport;
+  // The streaming rates take ~1 s and 512 MiB a rank: only for a sweep that reaches bound_frac's sizes.
+  if (options.max_bytes >= kBoundMinBytes &&
+      std::find(options.collectives.begin(), options.collectives.end(), Collective::allreduce) != options.collectives.end())
+    context.stream = measure_stream_rates();
 
   if (context.rank == 0 && !options.json) {
     const int cpus = cpus_bound();
