@@ -12,27 +12,11 @@
 namespace ringrun {
 namespace {
 
-// Horovod's host pattern [\w.-]+, and what -H accepts.
-bool valid_hostname(std::string_view name) {
-  if (name.empty() || name.size() > 253) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-           c == '_';
-  });
-}
-
 std::string_view trim(std::string_view s) {
   auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
   while (!s.empty() && blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && blank(s.back())) s.remove_suffix(1);
   return s;
-}
-
-std::optional<int> positive_int(std::string_view text) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 1) return std::nullopt;
-  return value;
 }
 
 // One non-blank line of the script's output.
@@ -53,7 +37,7 @@ HostSlots parse_discovered_line(std::string_view line, int line_no, int default_
     return HostSlots{std::string(name), default_slots, {}};
   }
   const std::string_view slots_text = trim(line.substr(colon + 1));
-  auto slots = positive_int(slots_text);
+  auto slots = parse_slots(slots_text);
   if (!slots)
     throw fail(fmt::format("slots '{}' of host '{}' is not a positive whole number (print host:slots, e.g. {}:4)",
                            slots_text, name, name));

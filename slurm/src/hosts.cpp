@@ -7,7 +7,6 @@
 #include <map>
 
 namespace ringrun {
-namespace {
 
 bool valid_hostname(std::string_view name) {
   if (name.empty() || name.size() > 253) return false;
@@ -25,6 +24,8 @@ std::optional<int> parse_slots(std::string_view text) {
   if (ec != std::errc() || end != text.data() + text.size() || value < 1) return std::nullopt;
   return value;
 }
+
+namespace {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);

@@ -5,6 +5,8 @@
 #include <ringrun/plan.hpp>
 
 #include <doctest/doctest.h>
+
+#include "error_of.hpp"
 #include <fmt/format.h>
 
 #include <string>
@@ -14,15 +16,6 @@ using namespace ringrun;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string parse_error(std::string_view text, int default_slots = 4) {
   return error_of([&] { parse_discovered_hosts(text, default_slots); });

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "error_of.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -37,15 +39,6 @@ LaunchOptions options(int np) {
   o.launcher = LauncherKind::local;
   o.program = {"train"};
   return o;
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "error_of.hpp"
+
 using namespace ringrun;
 
 namespace {
@@ -24,15 +26,6 @@ LaunchOptions options(int np) {
   o.num_proc = np;
   o.program = {"train"};
   return o;
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

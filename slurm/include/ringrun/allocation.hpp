@@ -53,4 +53,10 @@ Allocation parse_hosts_flag(std::string_view spec);
 // Hostfile text, "host slots=N" per line, '#' comments; `origin` names the file in errors.
 Allocation parse_hostfile(std::string_view text, std::string_view origin);
 
+// The pieces -H and --hostfile (and elastic mode's discovery script) check a host with: a name
+// of letters, digits, '.', '-' and '_' (Horovod's [\w.-]+), at most 253 characters; a slot count,
+// a whole number from 1.
+bool valid_hostname(std::string_view name);
+std::optional<int> parse_slots(std::string_view text);
+
 }  // namespace ringrun
