@@ -113,9 +113,10 @@ TEST_CASE("allreduce: every dtype and op against the serial reference, 1 to 8 ra
 }
 
 TEST_CASE("allreduce: shared memory around the streamed path's thresholds, every dtype") {
-  // 16 KiB (latency path to streamed), odd counts that leave partial chunks and shards, and
-  // 8 MiB + 20 bytes of float32 (non-temporal output stores).
-  const std::vector<std::size_t> sizes = {4095, 4096, 4097, 16411, 65537, (1u << 21) + 5};
+  // 88 bytes (inputs inline in the post line, then in the slot), 8 KiB (latency path to
+  // streamed), odd counts that leave partial chunks and shards, and 8 MiB + 20 bytes of float32
+  // (non-temporal output stores).
+  const std::vector<std::size_t> sizes = {11, 22, 23, 88, 89, 2048, 2049, 4095, 4096, 4097, 8193, 16411, 65537, (1u << 21) + 5};
   for (int n : {2, 3}) {
     CAPTURE(n);
     check_allreduce_everything(n, Placement::one_host, sizes);

@@ -2,10 +2,13 @@
 // job, or the ranks of this host in a multi-host job: see transport/hier/).
 //
 // Each rank owns two slots (double buffering by round parity) of slot_bytes in the segment, and
-// counters that only it writes: arrived, consumed (the last round number it reached). Every
-// collective is one round: it publishes its header with arrived, so mismatches are seen before any
-// data moves. Small allreduces (the latency path) copy the whole input into the slot and every
-// rank reduces everything, in one synchronisation.
+// counters that only it writes: per parity a post (its header, then the round it arrived at, in
+// one line), and consumed (the last round it finished). Every collective is one round: it
+// publishes its header with its arrival, so mismatches are seen before any data moves. Small
+// allreduces (the latency path) copy the whole input into the slot (up to 88 bytes: into the post
+// itself, so one cache-line transfer carries flag, header and data) and every rank reduces
+// everything, in one synchronisation. Having seen every peer arrive at a round implies they
+// finished the one before, so the next round need not read their consumed lines.
 //
 // Larger collectives stream through a ring of kRingDepth chunks of up to slot_bytes per rank, with
 // per-chunk counters (chunk_arrived, chunk_reduced, chunk_consumed: global chunk numbers that keep
@@ -34,8 +37,11 @@ namespace ringrun::core {
 class ShmTransport final : public Transport {
  public:
   static constexpr std::size_t kDefaultSlotBytes = 256 * 1024;
-  // Allreduces up to this size (and up to one slot) take the latency path.
+  // Broadcasts and allgathers up to this size take the latency path.
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
+  // Allreduces up to this size (and up to one slot) do: there every rank reduces all of the data,
+  // which from about 16 KiB (2 ranks) costs more than the streamed path's extra synchronisation.
+  static constexpr std::size_t kDirectAllreduceMaxBytes = 8 * 1024;
   // Chunks in flight per rank; the schedule needs at least 3 (export, reduce, collect).
   static constexpr std::uint32_t kRingDepth = 4;
   // Outputs of at least this many bytes are written with non-temporal stores (past the caches).
@@ -65,7 +71,7 @@ class ShmTransport final : public Transport {
   Control& control(int rank) const;
   char* slot(int rank, std::uint32_t round) const;
   char* ring(int rank, std::uint32_t chunk) const;
-  std::size_t chunk_bytes(std::size_t bytes) const;
+  std::size_t chunk_bytes(std::size_t bytes, std::size_t pieces = 8) const;  // a ring chunk's share
   // Round protocol helpers.
   void begin_round(const OpHeader& header, bool first);  // waits until own slot may be rewritten
   void publish(std::atomic<std::uint32_t>& counter) { publish(counter, round_); }
@@ -74,6 +80,8 @@ class ShmTransport final : public Transport {
   // chunk is used (a rank may already have exported into its own ring chunks).
   void begin_streamed(const OpHeader& header);
   void reserve_ring(std::uint32_t chunk, const char* what);  // waits until ring(me, chunk) is free
+  std::atomic<std::uint32_t>& arrived(int rank) const;  // its arrival flag for this round's parity
+  void wait_arrived(const char* what);  // until every peer arrived at this round
   void wait_all(std::atomic<std::uint32_t> Control::*counter, std::uint32_t target, const char* what);
   void wait(int peer, std::atomic<std::uint32_t>& counter, std::uint32_t target, const char* what);
   void check_headers(const OpHeader& header);
@@ -87,6 +95,7 @@ class ShmTransport final : public Transport {
   std::size_t bytes_;
   std::size_t slot_bytes_;
   std::uint32_t round_ = 0;  // last round started; every rank runs the same rounds
+  std::uint32_t seen_arrived_ = 0;  // the last round every peer was seen arriving at
   std::uint32_t chunk_ = 0;  // last ring chunk used; every rank runs the same chunks
 };
 
