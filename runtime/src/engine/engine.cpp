@@ -18,6 +18,7 @@
 #include "core/env.hpp"
 #include "engine/timeline.hpp"
 #include "ringrun/runtime.hpp"
+#include "transport/nccl/device_memory.hpp"
 
 namespace ringrun::engine {
 
@@ -47,6 +48,25 @@ namespace {
 
 void check_argument(bool ok, const std::string& name, const char* why) {
   if (!ok) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("tensor '{}': {}", name, why));
+}
+
+// Mixed host/device buffers fail here, on the submitting thread, before the op is negotiated:
+// the transport would refuse them only at execution, and an execution error stops the engine
+// for every later op of the job.
+void check_placement(const OpRequest& r) {
+  if (r.kind != Collective::allreduce && r.kind != Collective::allgather) return;  // one buffer
+  if (!core::cuda_driver_loaded()) return;
+  const core::BufferLocation send = core::locate_buffer(r.send);
+  const core::BufferLocation recv = r.recv == r.send ? send : core::locate_buffer(r.recv);
+  if (send.device != recv.device)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("tensor '{}': one buffer is device memory (CUDA device {}) and the other host "
+                                   "memory; pass both on the device or both on the host",
+                                   r.name, send.device ? send.ordinal : recv.ordinal));
+  if (send.device && send.ordinal != recv.ordinal)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("tensor '{}': the buffers are on different CUDA devices ({} and {})", r.name,
+                                   send.ordinal, recv.ordinal));
 }
 
 }  // namespace
@@ -91,6 +111,7 @@ OpRef Engine::submit(OpRequest request) {
       check_argument(request.send && request.recv, name, "send or recv is null");
     if (request.kind == Collective::broadcast) check_argument(request.recv != nullptr, name, "buffer is null");
   }
+  if (request.count > 0) check_placement(request);
   if (request.kind == Collective::broadcast && (request.root < 0 || request.root >= size_))
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("tensor '{}': broadcast root {} is not a rank (size {})", name, request.root, size_));
