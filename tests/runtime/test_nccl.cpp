@@ -4,6 +4,9 @@
 // mixed host/device buffers. Without a CUDA device it checks that host collectives work in a
 // build with NCCL and exits 77 (ctest SKIP_RETURN_CODE) with the reason.
 #include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <cstdio>
@@ -58,8 +61,38 @@ struct DeviceBuffer {
   char* at(std::size_t offset) const { return static_cast<char*>(ptr) + offset; }
 };
 
+// Equal, or false after printing where they first differ and how many bytes differ (got, want).
 bool same(const std::vector<char>& a, const std::vector<char>& b, std::size_t bytes) {
-  return bytes == 0 || std::memcmp(a.data(), b.data(), bytes) == 0;
+  if (bytes == 0 || std::memcmp(a.data(), b.data(), bytes) == 0) return true;
+  std::size_t first = 0, differing = 0;
+  for (std::size_t i = bytes; i-- > 0;)
+    if (a[i] != b[i]) {
+      first = i;
+      ++differing;
+    }
+  std::fprintf(stderr, "  %zu of %zu bytes differ, the first at byte %zu: got", differing, bytes, first);
+  for (std::size_t i = first; i < std::min(bytes, first + 8); ++i) std::fprintf(stderr, " %02x", a[i] & 0xff);
+  std::fprintf(stderr, ", want");
+  for (std::size_t i = first; i < std::min(bytes, first + 8); ++i) std::fprintf(stderr, " %02x", b[i] & 0xff);
+  std::fprintf(stderr, "\n");
+  return false;
+}
+
+// On one rank, what NCCL itself returns for an allreduce (to tell a ringrun fault from NCCL's).
+std::vector<char> nccl_allreduce(const std::vector<char>& input, std::size_t count, ringrun_dtype dtype,
+                                 ringrun_op op) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  DeviceBuffer send(input, bytes), recv(bytes);
+  ncclComm_t comm = nullptr;
+  int device = 0;
+  cuda(cudaGetDevice(&device), "cudaGetDevice");
+  if (ncclCommInitAll(&comm, 1, &device) != ncclSuccess) return {};
+  const ncclDataType_t types[] = {ncclFloat32, ncclFloat64, ncclFloat16, ncclBfloat16, ncclInt32, ncclInt64, ncclUint8};
+  const ncclRedOp_t ops[] = {ncclSum, ncclAvg, ncclMin, ncclMax, ncclProd};
+  ncclAllReduce(send.ptr, recv.ptr, count, types[dtype], ops[op], comm, nullptr);
+  cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  ncclCommDestroy(comm);
+  return recv.download();
 }
 
 const std::size_t kCounts[] = {0, 1, 7, 1000, (1u << 20) + 3};
@@ -81,8 +114,12 @@ void check_allreduce() {
         DeviceBuffer send(input, bytes), recv(bytes);
         rc = ringrun_allreduce(send.ptr, recv.ptr, count, dtype, op);
         EXPECT(rc == 0, "allreduce %s %s %zu: %s", dtype_name(dtype), op_name(op), count, ringrun_last_error());
-        EXPECT(same(recv.download(), expected, bytes), "allreduce %s %s %zu: wrong result", dtype_name(dtype),
-               op_name(op), count);
+        if (!same(recv.download(), expected, bytes)) {
+          EXPECT(false, "allreduce %s %s %zu: wrong result", dtype_name(dtype), op_name(op), count);
+          if (ringrun_size() == 1)
+            std::fprintf(stderr, "  ncclAllReduce itself on the same input: %s\n",
+                         same(nccl_allreduce(input, count, dtype, op), expected, bytes) ? "right" : "wrong too");
+        }
         EXPECT(same(send.download(), input, bytes), "allreduce %s %s %zu: send buffer changed", dtype_name(dtype),
                op_name(op), count);
       }
