@@ -1,14 +1,20 @@
-// ringrun-nccl-bench: ringrun's collectives on device buffers (the NCCL transport), nccl-tests
-// style: one row per size, `size count type op time_us algbw_GBps busbw_GBps wrong`. Each rank
-// uses CUDA device (local rank mod device count). Built only with NCCL.
+// ringrun-nccl-bench: ringrun's collectives on device buffers (the NCCL transport, through the
+// engine), nccl-tests style, beside NCCL called directly in the same run (its own communicator
+// over the same ranks and devices, one stream, synchronised per call as ringrun's calls are):
+// one row per size, `collective size count type op time_us algbw_GBps busbw_GBps wrong
+// peer_time_us peer_busbw_GBps ratio` (ratio = peer time / ringrun time: above 1, ringrun is
+// faster). Each rank uses CUDA device (local rank mod device count). Built only with NCCL.
 //   ringrun-nccl-bench [--min-bytes N] [--max-bytes N] [--iters N] [--collective allreduce|broadcast|allgather|all]
+//                      [--peer nccl|none]
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,53 @@ void cuda(cudaError_t rc, const char* call) {
 
 void ringrun(int rc, const char* call) {
   if (rc != 0) fail(std::string(call) + ": " + ringrun_last_error());
+}
+
+void nccl(ncclResult_t rc, const char* call) {
+  if (rc != ncclSuccess) fail(std::string(call) + ": " + ncclGetErrorString(rc));
+}
+
+// The peer: NCCL itself, on a communicator of its own (the id crosses over ringrun's host path).
+struct NcclPeer {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  NcclPeer(int rank, int size) {
+    ncclUniqueId id{};
+    if (rank == 0) nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    ringrun(ringrun_broadcast(&id, sizeof id, RINGRUN_UINT8, 0), "ringrun_broadcast of the NCCL id");
+    cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    nccl(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
+  }
+  ~NcclPeer() {
+    ncclCommDestroy(comm);
+    cudaStreamDestroy(stream);
+  }
+  void run(const std::string& collective, float* send, float* recv, std::size_t count) {
+    if (collective == "allreduce")
+      nccl(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream), "ncclAllReduce");
+    else if (collective == "broadcast")
+      nccl(ncclBroadcast(recv, recv, count, ncclFloat32, 0, comm, stream), "ncclBroadcast");
+    else
+      nccl(ncclAllGather(send, recv, count, ncclFloat32, comm, stream), "ncclAllGather");
+    cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+};
+
+// Mean microseconds per call of `op` over `iters` calls, after a warm-up.
+template <typename Op>
+double time_us(std::size_t bytes, int iters, Op op) {
+  const int warmup = bytes < (std::size_t{1} << 20) ? 20 : 3;
+  for (int i = 0; i < warmup; ++i) op();
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) op();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+}
+
+// The slowest rank's time: every rank prints the same row.
+double slowest(double us) {
+  double out = us;
+  ringrun(ringrun_allreduce(&us, &out, 1, RINGRUN_FLOAT64, RINGRUN_MAX), "ringrun_allreduce");
+  return out;
 }
 
 std::size_t parse_size(const char* option, const char* text) {
@@ -48,23 +101,48 @@ void run_op(const std::string& collective, float* send, float* recv, std::size_t
   }
 }
 
+// One checked call: every rank contributes (rank + 1) everywhere. Returns the wrong elements
+// summed over the ranks.
+std::int64_t check_once(const std::string& collective, float* send, float* recv, std::size_t count, int rank,
+                        int size, std::vector<float>& host) {
+  std::vector<float> mine(count, static_cast<float>(rank + 1));
+  cuda(cudaMemcpy(send, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (collective == "broadcast") cuda(cudaMemcpy(recv, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  run_op(collective, send, recv, count, size);
+  const std::size_t out = collective == "allgather" ? count * static_cast<std::size_t>(size) : count;
+  cuda(cudaMemcpy(host.data(), recv, out * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < out; ++i) {
+    const float want = collective == "allreduce"   ? static_cast<float>(size * (size + 1) / 2)
+                       : collective == "broadcast" ? 1.0f
+                                                   : static_cast<float>(i / count + 1);
+    wrong += host[i] != want;
+  }
+  std::int64_t wrong_all = wrong;
+  ringrun(ringrun_allreduce(&wrong, &wrong_all, 1, RINGRUN_INT64, RINGRUN_SUM), "ringrun_allreduce");
+  return wrong_all;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::size_t min_bytes = 4, max_bytes = std::size_t{256} << 20;
   int iters = 20;
-  std::string which = "all";
+  std::string which = "all", peer_name = "nccl";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (i + 1 >= argc) fail("usage: ringrun-nccl-bench [--min-bytes N] [--max-bytes N] [--iters N] [--collective C|all]");
+    if (i + 1 >= argc)
+      fail("usage: ringrun-nccl-bench [--min-bytes N] [--max-bytes N] [--iters N] [--collective C|all] [--peer nccl|none]");
     if (arg == "--min-bytes") min_bytes = parse_size("--min-bytes", argv[++i]);
     else if (arg == "--max-bytes") max_bytes = parse_size("--max-bytes", argv[++i]);
     else if (arg == "--iters") iters = static_cast<int>(parse_size("--iters", argv[++i]));
     else if (arg == "--collective") which = argv[++i];
+    else if (arg == "--peer") peer_name = argv[++i];
     else fail("unknown option '" + arg + "'");
   }
   if (which != "all" && which != "allreduce" && which != "broadcast" && which != "allgather")
     fail("--collective '" + which + "': expected allreduce, broadcast, allgather or all");
+  if (peer_name != "nccl" && peer_name != "none") fail("--peer '" + peer_name + "': expected nccl or none");
   int devices = 0;
   cudaError_t probe = cudaGetDeviceCount(&devices);
   if (probe != cudaSuccess || devices == 0)
@@ -77,45 +155,42 @@ int main(int argc, char** argv) {
   cuda(cudaMalloc(reinterpret_cast<void**>(&send), max_count * 4), "cudaMalloc");
   cuda(cudaMalloc(reinterpret_cast<void**>(&recv), max_count * 4 * static_cast<std::size_t>(size)), "cudaMalloc");
   std::vector<float> host(max_count * static_cast<std::size_t>(size));
-  if (rank == 0)
-    std::printf("# ringrun-nccl-bench: %d rank(s), device buffers, float32 sum\n"
-                "%-10s %-10s %-12s %-8s %-6s %10s %11s %11s %6s\n",
-                size, "collective", "size", "count", "type", "op", "time_us", "algbw_GBps", "busbw_GBps", "wrong");
+  std::optional<NcclPeer> peer;
+  if (peer_name == "nccl") peer.emplace(rank, size);
+  if (rank == 0) {
+    int nccl_version = 0;
+    ncclGetVersion(&nccl_version);
+    std::printf("# ringrun-nccl-bench: %d rank(s), device buffers, float32 sum, %d iterations per size\n"
+                "# peer: %s (NCCL %d, called directly on its own communicator)\n"
+                "%-10s %12s %11s %5s %4s %10s %10s %10s %6s %12s %15s %6s\n",
+                size, iters, peer ? "ncclAllReduce/ncclBroadcast/ncclAllGather" : "none", nccl_version,
+                "collective", "size", "count", "type", "op", "time_us", "algbw_GBps", "busbw_GBps", "wrong",
+                "peer_time_us", "peer_busbw_GBps", "ratio");
+  }
   for (std::string collective : {"allreduce", "broadcast", "allgather"}) {
     if (which != "all" && which != collective) continue;
     for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
       const std::size_t count = bytes / 4 ? bytes / 4 : 1;
-      // Check one call: every rank contributes (rank + 1) everywhere.
-      std::vector<float> mine(count, static_cast<float>(rank + 1));
-      cuda(cudaMemcpy(send, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-      if (collective == "broadcast") cuda(cudaMemcpy(recv, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-      run_op(collective, send, recv, count, size);
-      std::size_t out = collective == "allgather" ? count * static_cast<std::size_t>(size) : count;
-      cuda(cudaMemcpy(host.data(), recv, out * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      std::int64_t wrong = 0;
-      for (std::size_t i = 0; i < out; ++i) {
-        float want = collective == "allreduce"   ? static_cast<float>(size * (size + 1) / 2)
-                     : collective == "broadcast" ? 1.0f
-                                                 : static_cast<float>(i / count + 1);
-        wrong += host[i] != want;
+      const std::int64_t wrong = check_once(collective, send, recv, count, rank, size, host);
+      const double us = slowest(time_us(bytes, iters, [&] { run_op(collective, send, recv, count, size); }));
+      const double peer_us =
+          peer ? slowest(time_us(bytes, iters, [&] { peer->run(collective, send, recv, count); })) : 0.0;
+      const double factor = collective == "allreduce"   ? 2.0 * (size - 1) / size
+                            : collective == "allgather" ? static_cast<double>(size - 1) / size
+                                                        : 1.0;
+      const double moved = static_cast<double>(count * 4) * (collective == "allgather" ? size : 1);
+      const double algbw = moved / (us * 1e3);
+      if (rank == 0) {
+        std::printf("%-10s %12zu %11zu %5s %4s %10.2f %10.3f %10.3f %6ld", collective.c_str(), count * 4, count,
+                    "float", "sum", us, algbw, algbw * factor, wrong);
+        if (peer)
+          std::printf(" %12.2f %15.3f %6.2f", peer_us, moved / (peer_us * 1e3) * factor, peer_us / us);
+        std::printf("\n");
       }
-      const int warmup = bytes < (std::size_t{1} << 20) ? 20 : 3;
-      for (int i = 0; i < warmup; ++i) run_op(collective, send, recv, count, size);
-      auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) run_op(collective, send, recv, count, size);
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
-      double algbw = static_cast<double>(count * 4) / (us * 1e3);
-      double factor = collective == "allreduce" ? 2.0 * (size - 1) / size
-                                                : collective == "allgather" ? static_cast<double>(size - 1) / size : 1.0;
-      if (collective == "allgather") algbw *= size;
-      std::int64_t wrong_all = wrong;
-      ringrun(ringrun_allreduce(&wrong, &wrong_all, 1, RINGRUN_INT64, RINGRUN_SUM), "ringrun_allreduce");
-      if (rank == 0)
-        std::printf("%-10s %-10zu %-12zu %-8s %-6s %10.2f %11.3f %11.3f %6ld\n", collective.c_str(), count * 4, count,
-                    "float", "sum", us, algbw, algbw * factor, wrong_all);
       std::fflush(stdout);
     }
   }
+  peer.reset();
   cudaFree(send);
   cudaFree(recv);
   ringrun(ringrun_finalize(), "ringrun_finalize");
