@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/elastic.hpp"
 #include "core/dtype.hpp"
 #include "core/env.hpp"
 #include "core/process_runtime.hpp"
@@ -77,6 +78,57 @@ template <typename Body> int guarded(const char* what, Body&& body) {
 }
 
 }  // namespace
+
+void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
+  CommunicatorConfig config;
+  config.rank = boot.rank;
+  config.size = boot.size;
+  config.hostname = boot.hostname;
+  config.listen_address = boot.listen_address;
+  config.timeout = boot.timeout;
+  config.exchange = boot.exchange.get();
+  config.enable_shm = env_int("RINGRUN_DISABLE_SHM", 0, 1).value_or(0) == 0;
+  config.shm_slot_bytes = static_cast<std::size_t>(env_int("RINGRUN_SHM_SLOT_BYTES", 4096, 1ll << 30).value_or(0));
+  config.tcp_streams = static_cast<int>(env_int("RINGRUN_TCP_STREAMS", 1, kMaxTcpStreams).value_or(1));
+  config.elastic = elastic;
+  try {
+    g_runtime.communicator = Communicator::create(config);
+  } catch (const ringrun::RuntimeError& e) {
+    release_bootstrap_resources();
+    throw ringrun::RuntimeError(e.code(), fmt::format("{}: rank {} of {} (from {}): {}", what, boot.rank, boot.size,
+                                                      boot.source, e.what()));
+  }
+  g_runtime.exchange = std::move(boot.exchange);
+  // Every rank's engine joins negotiation cycles from the start, as Horovod's init starts its
+  // background thread (see start_process_engine). RINGRUN_ENGINE_AT_INIT=0 keeps the synchronous
+  // calls on the transports' direct path until a first async op, for programs that make none.
+  if (env_int("RINGRUN_ENGINE_AT_INIT", 0, 1).value_or(1) == 1) {
+    try {
+      ringrun::engine::start_process_engine();
+    } catch (...) {
+      g_runtime.communicator->abort();
+      g_runtime.communicator.reset();
+      g_runtime.exchange.reset();
+      release_bootstrap_resources();
+      throw;
+    }
+  }
+}
+
+void stop_runtime_locked(bool orderly) {
+  if (!g_runtime.communicator) return;
+  ringrun::engine::shutdown_process_engine();  // pending async ops fail; its thread joins
+  auto communicator = std::move(g_runtime.communicator);
+  auto exchange = std::move(g_runtime.exchange);
+  struct Release {
+    ~Release() { release_bootstrap_resources(); }
+  } release;
+  if (orderly)
+    communicator->finalize();
+  else
+    communicator->abort();
+}
+
 }  // namespace ringrun::core
 
 using namespace ringrun::core;
@@ -87,40 +139,10 @@ int ringrun_init(void) {
   try {
     std::lock_guard lock(process_mutex());
     if (g_runtime.communicator) return RINGRUN_OK;  // already initialized: nothing to do
-    Bootstrap boot = bootstrap_from_environment();
-    CommunicatorConfig config;
-    config.rank = boot.rank;
-    config.size = boot.size;
-    config.hostname = boot.hostname;
-    config.listen_address = boot.listen_address;
-    config.timeout = boot.timeout;
-    config.exchange = boot.exchange.get();
-    config.enable_shm = env_int("RINGRUN_DISABLE_SHM", 0, 1).value_or(0) == 0;
-    config.shm_slot_bytes =
-        static_cast<std::size_t>(env_int("RINGRUN_SHM_SLOT_BYTES", 4096, 1ll << 30).value_or(0));
-    config.tcp_streams = static_cast<int>(env_int("RINGRUN_TCP_STREAMS", 1, kMaxTcpStreams).value_or(1));
-    try {
-      g_runtime.communicator = Communicator::create(config);
-    } catch (const ringrun::RuntimeError& e) {
-      release_bootstrap_resources();
-      throw ringrun::RuntimeError(e.code(), fmt::format("ringrun_init: rank {} of {} (from {}): {}", boot.rank,
-                                                        boot.size, boot.source, e.what()));
-    }
-    g_runtime.exchange = std::move(boot.exchange);
-    // Every rank's engine joins negotiation cycles from the start, as Horovod's init starts its
-    // background thread (see start_process_engine). RINGRUN_ENGINE_AT_INIT=0 keeps the synchronous
-    // calls on the transports' direct path until a first async op, for programs that make none.
-    if (env_int("RINGRUN_ENGINE_AT_INIT", 0, 1).value_or(1) == 1) {
-      try {
-        ringrun::engine::start_process_engine();
-      } catch (...) {
-        g_runtime.communicator->abort();
-        g_runtime.communicator.reset();
-        g_runtime.exchange.reset();
-        release_bootstrap_resources();
-        throw;
-      }
-    }
+    if (elastic_requested())
+      elastic_init_locked();
+    else
+      start_runtime_locked(bootstrap_from_environment(), false, "ringrun_init");
     clear_error();
     return RINGRUN_OK;
   } catch (...) {
@@ -131,15 +153,18 @@ int ringrun_init(void) {
 int ringrun_finalize(void) {
   try {
     std::lock_guard lock(process_mutex());
-    if (!g_runtime.communicator)
+    // The control connection of elastic mode goes last, also after a reset that left no world.
+    struct ReleaseElastic {
+      ~ReleaseElastic() { elastic_release_locked(); }
+    } release_elastic;
+    if (!g_runtime.communicator) {
+      if (elastic_active_locked()) {
+        clear_error();
+        return RINGRUN_OK;
+      }
       throw ringrun::RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, "ringrun_finalize: ringrun_init() has not been called");
-    ringrun::engine::shutdown_process_engine();  // pending async ops fail; its thread joins
-    auto communicator = std::move(g_runtime.communicator);
-    auto exchange = std::move(g_runtime.exchange);
-    struct Release {
-      ~Release() { release_bootstrap_resources(); }
-    } release;
-    communicator->finalize();
+    }
+    stop_runtime_locked(true);
     clear_error();
     return RINGRUN_OK;
   } catch (...) {

@@ -3,6 +3,9 @@
 //   test_rank check   every dtype x op at several sizes against the serial reference; exit 0
 //   test_rank die     allreduce in a loop; rank size-2 kills itself (SIGKILL) after a few calls;
 //                     the others print "rank R: failed after T ms: <error>" and exit 3
+//   test_rank reinit  init, check the collectives, finalize, three times in one process; after each
+//                     finalize the process holds as many threads, descriptors and sockets as
+//                     before the first init (runtime_reinit, under ringrun -np 3)
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "process_counts.hpp"
 #include "reference.hpp"
 #include "ringrun/ringrun.h"
 
@@ -96,8 +100,41 @@ static int die() {
   }
 }
 
+// Teardown is complete when a finalized process holds what it held before ringrun_init: then a
+// finalize followed by an init (and an elastic reset, built on the same teardown) leaks nothing.
+static int reinit() {
+  const ProcessCounts before = process_counts();
+  for (int round = 0; round < 3; ++round) {
+    if (ringrun_init() != 0) {
+      std::fprintf(stderr, "round %d: ringrun_init: %s\n", round, ringrun_last_error());
+      return 2;
+    }
+    const int rank = ringrun_rank(), n = ringrun_size();
+    double value = rank + 1.0;
+    if (ringrun_allreduce(&value, &value, 1, RINGRUN_FLOAT64, RINGRUN_SUM) != 0 || value != n * (n + 1) / 2.0) {
+      std::fprintf(stderr, "round %d: rank %d: allreduce gave %g (%s)\n", round, rank, value, ringrun_last_error());
+      return 1;
+    }
+    if (round == 1 && check() != 0) return 1;  // every dtype and op once, in a later communicator
+    if (ringrun_finalize() != 0) {
+      std::fprintf(stderr, "round %d: ringrun_finalize: %s\n", round, ringrun_last_error());
+      return 1;
+    }
+    const ProcessCounts after = process_counts();
+    if (after.threads != before.threads || after.fds != before.fds || after.sockets != before.sockets) {
+      std::fprintf(stderr, "round %d: rank %d: after finalize %d threads, %d fds, %d sockets; before init %d, %d, %d\n",
+                   round, rank, after.threads, after.fds, after.sockets, before.threads, before.fds, before.sockets);
+      return 1;
+    }
+    std::printf("rank %d of %d: round %d: threads %d fds %d sockets %d: ok\n", rank, n, round, after.threads,
+                after.fds, after.sockets);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "check";
+  if (mode == "reinit") return reinit();
   if (ringrun_init() != 0) {
     std::fprintf(stderr, "ringrun_init: %s\n", ringrun_last_error());
     return 2;

@@ -26,7 +26,11 @@ enum {
   RINGRUN_ERR_TIMEOUT = -4,          /* a wait ran past its timeout */
   RINGRUN_ERR_PEER = -5,             /* a peer died or its connection broke */
   RINGRUN_ERR_MISMATCH = -6,         /* ranks disagree on count, dtype, op or name */
-  RINGRUN_ERR_INTERNAL = -7
+  RINGRUN_ERR_INTERNAL = -7,
+  RINGRUN_ERR_RESET = -8,            /* elastic mode: the world is being re-formed (a peer died or a
+                                        wait timed out); call ringrun_reset() */
+  RINGRUN_ERR_REMOVED = -9           /* elastic mode: this process is not in the next world (it left,
+                                        was removed, or the job ended); finalize and exit */
 };
 
 int ringrun_init(void);
@@ -65,6 +69,33 @@ int ringrun_allgather_async(const char *name, const void *send, size_t count, ri
                             void *recv, ringrun_handle *out);
 int ringrun_wait(ringrun_handle handle); /* releases the handle; returns the op's status */
 int ringrun_test(ringrun_handle handle, int *done);
+
+/* Elastic mode: a process that `ringrun --min-np/--max-np` started (RINGRUN_ELASTIC_ID,
+ * RINGRUN_ELASTIC_EPOCH, RINGRUN_ELASTIC_TIMEOUT in its environment) takes its rank and size from
+ * the world the launcher publishes, not from RINGRUN_RANK/SIZE. When a peer dies, collectives
+ * return RINGRUN_ERR_RESET; the process then calls ringrun_reset() and carries on in the next world
+ * with the same pid, possibly under another rank and size. Outside elastic mode ringrun_reset,
+ * ringrun_elastic_status and ringrun_elastic_leave return RINGRUN_ERR_INVALID_ARGUMENT. */
+
+/* Posts a reset request, leaves the current world without a barrier (pending async ops fail; the
+ * peers see this process go) and joins the next published world (or the newest, if several were
+ * published meanwhile), waiting up to RINGRUN_ELASTIC_TIMEOUT for it. After a failure it leaves at
+ * once; in a healthy world the members call it together (after agreeing through
+ * ringrun_elastic_status), as the engine's shutdown waits for every member. Returns 0 (see ringrun_rank/size/epoch),
+ * RINGRUN_ERR_REMOVED when this process is not in it or the job ended, RINGRUN_ERR_RESET when a
+ * member was lost while it formed (call ringrun_reset() again), or a timeout/bootstrap error. */
+int ringrun_reset(void);
+/* The epoch of the world this process is in (0 = the first; 0 outside elastic mode). */
+int ringrun_epoch(void);
+/* 1 when the environment puts this process in elastic mode, else 0. */
+int ringrun_elastic_enabled(void);
+/* Not collective: reads the newest published epoch and whether that world added processes (1) or
+ * only lost some (0) from the launcher's store. A newer epoch than ringrun_epoch() means the
+ * members should agree to call ringrun_reset(). Either pointer may be NULL. */
+int ringrun_elastic_status(int *latest_epoch, int *added);
+/* Tells the launcher that this process leaves the job at its next reset (ringrun_reset() then
+ * returns RINGRUN_ERR_REMOVED) instead of failing; call it before the members agree to reset. */
+int ringrun_elastic_leave(void);
 
 #ifdef __cplusplus
 }

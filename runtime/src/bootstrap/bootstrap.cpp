@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/env.hpp"
+#include "ringrun/elastic_wire.hpp"
 #include "ringrun/runtime.hpp"
 #include "ringrun/store.hpp"
 
@@ -57,7 +58,17 @@ std::vector<std::string> StoreExchange::allgather(const std::string& mine) {
     client_->set(base + std::to_string(rank_), mine);
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(base + std::to_string(r));
-    return client_->wait(keys, timeout_);
+    std::vector<std::string> records = client_->wait(keys, timeout_);
+    // Elastic mode: the launcher marks the key of a member that died before publishing, so that
+    // the others learn at once that this world will not form (a newer one follows).
+    for (int r = 0; r < size_; ++r)
+      if (records[static_cast<std::size_t>(r)] == store::elastic::kTombstone)
+        throw RuntimeError(RINGRUN_ERR_RESET,
+                           fmt::format("rendezvous: rank {} of {} left before publishing its address at {} (key "
+                                       "'{}' holds the launcher's reset mark); call ringrun_reset() to join the "
+                                       "next world",
+                                       r, size_, name(), keys[static_cast<std::size_t>(r)]));
+    return records;
   } catch (const store::StoreTimeout& e) {
     std::vector<int> missing;
     for (const auto& key : e.missing()) missing.push_back(std::stoi(key.substr(base.size())));
@@ -242,14 +253,14 @@ std::string store_bind_address(const std::string& master_addr) {
   return "0.0.0.0";
 }
 
+}  // namespace
+
 std::string this_hostname() {
   if (auto name = env_string("RINGRUN_HOSTNAME")) return *name;
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   return name;
 }
-
-}  // namespace
 
 Bootstrap bootstrap_from_environment() {
   Bootstrap boot;

@@ -23,7 +23,8 @@ class Exchange {
   virtual ~Exchange() = default;
   virtual std::string name() const = 0;
   // Publishes mine for this rank; returns every rank's record in rank order. Throws RuntimeError
-  // (RINGRUN_ERR_TIMEOUT) naming the ranks that never published within the timeout.
+  // (RINGRUN_ERR_TIMEOUT) naming the ranks that never published within the timeout, or
+  // (RINGRUN_ERR_RESET) when a rank's record is the elastic launcher's tombstone.
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;
   // The IPv4 address through which this host reaches the others, when the exchange knows one.
   virtual std::string local_address_hint() const { return ""; }
@@ -62,6 +63,9 @@ struct Bootstrap {
 // Reads the environment (see core/env.hpp) and sets up the exchange. Throws RuntimeError
 // (RINGRUN_ERR_BOOTSTRAP) with the variable or server at fault.
 Bootstrap bootstrap_from_environment();
+
+// This host's name for same-host detection: RINGRUN_HOSTNAME, else gethostname().
+std::string this_hostname();
 
 // The IPv4 address of a network interface by name; RuntimeError when it has none.
 std::string interface_address(const std::string& interface);

@@ -134,6 +134,7 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   world.rank = config.rank;
   world.size = config.size;
   world.peers.resize(config.size);
+  comm->elastic_ = config.elastic;
   PeerInfo& self = world.peers[config.rank];
   self.rank = config.rank;
   self.host = config.hostname;
@@ -201,9 +202,15 @@ template <typename Body> void Communicator::run(Collective kind, const char* nam
   try {
     body();
   } catch (const RuntimeError& e) {
-    if (e.code() != RINGRUN_ERR_INVALID_ARGUMENT) {
-      broken_code_ = e.code();
-      broken_message_ = e.what();
+    if (e.code() == RINGRUN_ERR_INVALID_ARGUMENT) throw;
+    broken_code_ = e.code();
+    broken_message_ = e.what();
+    // Elastic mode: a lost peer (or one too slow to answer) ends this world, not the job. A code
+    // of its own tells the caller to reset; a mismatch is the program's bug and stays one.
+    if (elastic_ && (e.code() == RINGRUN_ERR_PEER || e.code() == RINGRUN_ERR_TIMEOUT)) {
+      broken_code_ = RINGRUN_ERR_RESET;
+      broken_message_ = fmt::format("{} (elastic mode: call ringrun_reset() to join the next world)", e.what());
+      throw RuntimeError(broken_code_, broken_message_);
     }
     throw;
   }

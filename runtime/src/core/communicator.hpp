@@ -8,7 +8,8 @@
 //   comm->finalize();                             // collective: barrier, then close
 //
 // Errors are RuntimeError (ringrun/runtime.hpp) with a RINGRUN_ERR_* code; after a transport
-// error (peer death, mismatch) the communicator refuses further calls with the first error.
+// error (peer death, mismatch) the communicator refuses further calls with the first error
+// (in elastic mode a peer death or timeout is RINGRUN_ERR_RESET).
 #pragma once
 
 #include <chrono>
@@ -33,6 +34,9 @@ struct CommunicatorConfig {
   bool enable_shm = true;                       // use shared memory among the ranks of a host
   std::size_t shm_slot_bytes = 0;               // 0: the transport's default
   int tcp_streams = 1;                          // TCP connections per pair of ranks (1..kMaxTcpStreams)
+  // Elastic mode: a dead peer or a timeout breaks the communicator with RINGRUN_ERR_RESET (the
+  // world is re-formed) instead of RINGRUN_ERR_PEER / RINGRUN_ERR_TIMEOUT.
+  bool elastic = false;
 };
 
 class Communicator {
@@ -90,6 +94,7 @@ class Communicator {
   int broken_code_ = 0;
   std::string broken_message_;
   bool closed_ = false;
+  bool elastic_ = false;
 };
 
 }  // namespace ringrun::core

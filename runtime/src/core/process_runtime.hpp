@@ -11,8 +11,26 @@
 
 namespace ringrun::core {
 
+struct Bootstrap;
+
 std::mutex& process_mutex();
 Communicator* process_communicator();  // null when not initialized; call with process_mutex() held
+
+// With process_mutex() held and no communicator: creates it from boot (what names the caller in
+// errors; elastic maps a lost peer to RINGRUN_ERR_RESET), keeps boot's exchange and starts the
+// engine unless RINGRUN_ENGINE_AT_INIT=0. Leaves nothing behind when it throws.
+void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what);
+// With process_mutex() held: stops the engine (pending ops fail) and closes the communicator and
+// its exchange: after the finalize barrier when orderly, else at once (what the peers see when a
+// process dies). No-op without a communicator. Throws when the barrier fails; closes either way.
+void stop_runtime_locked(bool orderly);
+
+// Elastic mode (elastic_c_api.cpp), with process_mutex() held: ringrun_init's join of the world the
+// environment names; whether the process holds elastic state (its control connection); and its
+// release in ringrun_finalize.
+void elastic_init_locked();
+bool elastic_active_locked();
+void elastic_release_locked() noexcept;
 
 // Stores the exception's message as the calling thread's ringrun_last_error() and returns its
 // RINGRUN_ERR_* code (RINGRUN_ERR_INTERNAL for anything that is not a RuntimeError).
