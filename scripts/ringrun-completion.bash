@@ -11,7 +11,8 @@ _ringrun() {
     --dry-run --json --topology -v --verbose --gpus-per-rank --bind --cpus-per-rank --fusion-threshold-mb
     --cycle-time-ms --timeline-filename --timeline-mark-cycles --cache-capacity --stall-check-warning-time-seconds
     --stall-check-shutdown-time-seconds --mem-bind --nccl-algo --nccl-proto --nccl-ib-gid-index --tcp
-    --check-build -cb"
+    --check-build -cb --min-np --max-np --host-discovery-script --slots-per-host --reset-limit
+    --blacklist-cooldown-range --elastic-timeout"
   local subcommands="check-build doctor topo template"
 
   # Once the program has started (a word that is neither an option nor an option's value), complete
@@ -37,15 +38,18 @@ _ringrun() {
     --gpus-per-rank) COMPREPLY=($(compgen -W "0 1" -- "$cur")); return ;;
     --network-interface)
       COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
-    --hostfile | -hostfile | --topology | --timeline-filename)
+    --hostfile | -hostfile | --topology | --timeline-filename | --host-discovery-script)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output-filename) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     # Numbers are checked by ringrun itself, which names the option and a good value when one is wrong.
     -np | --num-proc | -H | --hosts | --jobid | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
       --fusion-threshold-mb | --cycle-time-ms | --cache-capacity | --stall-check-warning-time-seconds | \
-      --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time)
+      --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time | --min-np | --max-np | \
+      --slots-per-host | --reset-limit | --blacklist-cooldown-range | --elastic-timeout)
       return ;;
   esac
+  # --blacklist-cooldown-range takes two numbers: its MAX too.
+  if ((COMP_CWORD >= 2)) && [[ ${COMP_WORDS[COMP_CWORD-2]} == --blacklist-cooldown-range ]]; then return; fi
 
   case $subcommand in
     doctor)

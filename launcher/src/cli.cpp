@@ -1,10 +1,12 @@
 #include <ringrun/cli.hpp>
 
 #include "cli_values.hpp"
+#include "elastic_hosts.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <set>
 
 #ifndef RINGRUN_VERSION
@@ -49,9 +51,99 @@ std::vector<std::string> normalize(const std::vector<std::string>& args, const C
     }
     if (name.find('=') != std::string::npos) continue;
     const CLI::Option* opt = app.get_option_no_throw(name);
-    if (opt && opt->get_items_expected_min() > 0 && i + 1 < args.size()) out.push_back(args[++i]);
+    // Its values are not options (--blacklist-cooldown-range takes two).
+    for (int k = opt ? opt->get_items_expected_min() : 0; k > 0 && i + 1 < args.size(); --k) out.push_back(args[++i]);
   }
   return out;
+}
+
+// Elastic mode (issue 20): horovodrun's names. --blacklist-cooldown-range is read as two words
+// (check_elastic_options reads them), so that a bad value is named with both.
+void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::string>& cooldown_words) {
+  app.add_option("--min-np", e.min_np, "Elastic mode: the fewest ranks the job runs with (default: -np); below it "
+                                       "the job waits --elastic-timeout for slots")
+      ->type_name("N")
+      ->check(whole_number("--min-np", "the fewest ranks", 1, "2"));
+  app.add_option("--max-np", e.max_np, "Elastic mode: the most ranks (default: no limit)")
+      ->type_name("N")
+      ->check(whole_number("--max-np", "the most ranks", 1, "8"));
+  app.add_option("--host-discovery-script", e.discovery_script,
+                 "Elastic mode: a program printing host[:slots] lines (not supported yet: elastic jobs run on this "
+                 "host's -np slots)")
+      ->type_name("PATH");
+  app.add_option("--slots-per-host", e.slots_per_host, "Elastic mode: slots of a host the discovery script prints "
+                                                       "without :slots")
+      ->type_name("N")
+      ->check(whole_number("--slots-per-host", "the slots per host", 1, "4"));
+  app.add_option("--reset-limit", e.reset_limit, "Elastic mode: end the job when it would be reset (re-formed) more "
+                                                 "than N times (default: no limit)")
+      ->type_name("N")
+      ->check(whole_number("--reset-limit", "the number of resets", 0, "3"));
+  app.add_option("--blacklist-cooldown-range", cooldown_words, "Elastic mode: retry a failed slot after MIN to MAX "
+                                                                 "seconds, longer each time (default: never)")
+      ->expected(2)
+      ->allow_extra_args(false)  // exactly two: the program follows
+      ->option_text("MIN MAX");
+  app.add_option("--elastic-timeout", e.elastic_timeout_s, "Elastic mode: seconds to wait for --min-np slots before "
+                                                           "ending the job (default 600)")
+      ->type_name("SECONDS")
+      ->check(number("--elastic-timeout", "the timeout", 0, "600", true));
+}
+
+// One whole number of seconds of --blacklist-cooldown-range, or a one-line UsageError.
+int cooldown_seconds(const std::vector<std::string>& words, const std::string& word) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), value);
+  if (ec != std::errc() || end != word.data() + word.size() || word.empty())
+    throw UsageError(fmt::format("--blacklist-cooldown-range '{}' '{}' : MIN and MAX must be whole seconds (e.g. "
+                                 "--blacklist-cooldown-range 10 300)",
+                                 words.at(0), words.at(1)));
+  return value;
+}
+
+// The elastic options together, once parsed: each bad combination is one line (exit 2).
+void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::vector<std::string>& cooldown_words,
+                           LaunchOptions& launch, const std::string& launcher) {
+  if (cooldown_words.size() == 2) {
+    e.cooldown_min_s = cooldown_seconds(cooldown_words, cooldown_words[0]);
+    e.cooldown_max_s = cooldown_seconds(cooldown_words, cooldown_words[1]);
+  }
+  if (!e.enabled()) {
+    for (const char* name : {"--slots-per-host", "--reset-limit", "--blacklist-cooldown-range", "--elastic-timeout"})
+      if (app.count(name))
+        throw UsageError(fmt::format("{} applies in elastic mode only; add --min-np N (or --max-np N) to make the job "
+                                     "elastic, or drop {}",
+                                     name, name));
+    return;
+  }
+  if (e.discovery_script)
+    throw UsageError(fmt::format("--host-discovery-script '{}' : host discovery is not supported yet (elastic mode "
+                                 "runs on this host's -np slots for now); drop it and give -np N --min-np M",
+                                 *e.discovery_script));
+  if (e.slots_per_host)
+    throw UsageError(fmt::format("--slots-per-host {} : applies to the hosts --host-discovery-script prints; drop it",
+                                 *e.slots_per_host));
+  if (launcher == "srun" || launcher == "mpirun")
+    throw UsageError(fmt::format("--launcher {} : elastic mode runs on this host only for now; use --launcher local "
+                                 "(or drop --min-np/--max-np)",
+                                 launcher));
+  if (e.min_np && e.max_np && *e.max_np < *e.min_np)
+    throw UsageError(fmt::format("--max-np {} : below --min-np {}; give --max-np at least {}", *e.max_np, *e.min_np,
+                                 *e.min_np));
+  // horovodrun: -np is what the job starts with, --min-np defaults to it.
+  if (!launch.num_proc && e.min_np) launch.num_proc = e.min_np;
+  if (const auto np = launch.num_proc) {
+    if (e.min_np && e.max_np && (*np < *e.min_np || *np > *e.max_np))
+      throw UsageError(fmt::format("-np {} : outside --min-np {} to --max-np {}; give -np from {} to {}", *np,
+                                   *e.min_np, *e.max_np, *e.min_np, *e.max_np));
+    if (e.min_np && *np < *e.min_np)
+      throw UsageError(fmt::format("-np {} : below --min-np {}; give -np at least {} or lower --min-np", *np,
+                                   *e.min_np, *e.min_np));
+    if (e.max_np && *np > *e.max_np)
+      throw UsageError(fmt::format("-np {} : above --max-np {}; give -np at most {} or raise --max-np", *np,
+                                   *e.max_np, *e.max_np));
+  }
+  if (e.cooldown_min_s) validate_cooldown_range(CooldownRange{*e.cooldown_min_s, *e.cooldown_max_s});
 }
 
 }  // namespace
@@ -158,6 +250,9 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
       ->type_name("SECONDS")
       ->check(number("--stall-check-shutdown-time-seconds", "the stall shutdown time", 0, "600"));
 
+  std::vector<std::string> cooldown_words;
+  add_elastic_options(app, inv.elastic, cooldown_words);
+
   // Subcommands. Options given after the subcommand name fall through to the ones above.
   app.fallthrough();
   CLI::App* topo = app.add_subcommand("topo", "Show this host's (or --topology FILE's) GPUs, cores and NICs, and the "
@@ -225,6 +320,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
     L.program = program_of(task->remaining());
     return inv;
   }
+  check_elastic_options(app, inv.elastic, cooldown_words, L, launcher);
   if (launcher == "local") L.launcher = LauncherKind::local;
   else if (launcher == "srun") L.launcher = LauncherKind::srun;
   else if (launcher == "mpirun") L.launcher = LauncherKind::mpirun;

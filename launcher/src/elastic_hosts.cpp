@@ -251,6 +251,14 @@ ElasticWorld assign_elastic_world(const ElasticWorldInputs& in) {
     world.outcome = ElasticWorld::Outcome::no_survivors;
     return world;
   }
+  // Held slots that nobody occupies are not available; an occupied one counts for its survivor.
+  std::set<std::pair<std::string_view, int>> held;
+  for (const SlotRef& place : in.held_back) {
+    auto host = slots_of.find(place.host);
+    if (host == slots_of.end() || place.slot < 0 || place.slot >= host->second) continue;
+    if (!occupied.count({place.host, place.slot}) && held.emplace(place.host, place.slot).second)
+      --world.available_slots;
+  }
   if (world.available_slots < in.min_np) {
     world.outcome = ElasticWorld::Outcome::wait;
     world.ranks.clear();
@@ -258,7 +266,7 @@ ElasticWorld assign_elastic_world(const ElasticWorldInputs& in) {
   }
   for (const HostSlots* host : new_slot_host_order(in))
     for (int slot = 0; slot < host->slots && world.ranks.size() < limit; ++slot)
-      if (!occupied.count({host->name, slot})) {
+      if (!occupied.count({host->name, slot}) && !held.count({host->name, slot})) {
         world.added.push_back(static_cast<int>(world.ranks.size()));
         world.ranks.push_back(ElasticRank{SlotRef{host->name, slot}, RankIdentity{}, std::nullopt});
       }

@@ -135,6 +135,10 @@ struct ElasticWorldInputs {
   // (Horovod blacklists the host of every failed worker).
   std::set<int> exited;
   std::vector<HostSlots> usable;      // discovered minus blacklisted, in discovery order
+  // Slots of usable hosts that must stay empty: never filled by a new process and not counted in
+  // available_slots (a slot blacklisted on its own, the slot of a process that left or is still
+  // exiting). A held slot that a survivor occupies stays its: the survivor is not removed for it.
+  std::vector<SlotRef> held_back;
   int min_np = 1;                     // at the start, horovodrun waits for -np slots (min_np = np)
   std::optional<int> max_np;          // nullopt: no limit
 };

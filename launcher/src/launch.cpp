@@ -2,6 +2,7 @@
 
 #include "backend.hpp"
 #include "diagnostics.hpp"
+#include "elastic_supervisor.hpp"
 #include "fact_cache.hpp"
 #include "interface_probe.hpp"
 #include "mpi_launch.hpp"
@@ -24,9 +25,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -192,6 +195,22 @@ std::vector<std::string> topology_netdevs(const std::optional<topology::Topology
   return fabric;
 }
 
+// The coordinator's settings for a plan of this host's slots (-np = the slots).
+ElasticConfig elastic_config(const Invocation& inv, const Plan& plan) {
+  const ElasticOptions& e = inv.elastic;
+  ElasticConfig config;
+  config.host = plan.ranks.front().host;
+  config.slots = static_cast<int>(plan.ranks.size());
+  config.min_np = std::min(e.min_np.value_or(config.slots), config.slots);
+  config.max_np = e.max_np;
+  config.reset_limit = e.reset_limit;
+  if (e.cooldown_min_s) config.cooldown = CooldownRange{*e.cooldown_min_s, *e.cooldown_max_s};
+  config.elastic_timeout_s = e.elastic_timeout_s;
+  config.grace_period_s = inv.supervisor.grace_period_s;
+  config.seed = std::hash<std::string>{}(plan.ranks.front().env.value_of("RINGRUN_JOB_SECRET").value_or(""));
+  return config;
+}
+
 }  // namespace
 
 Environment environment_from(char** envp) {
@@ -251,10 +270,16 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // An MPI program on this host alone goes under mpirun, which makes its ranks one MPI world.
   std::vector<std::string> mpi_notes, mpi_warnings;
   bool mpi_on_this_host = false;
-  if (inv.launch.launcher == LauncherKind::automatic && options.launcher == LauncherKind::local) {
+  // Elastic mode starts its processes itself: an MPI program stays on the local launcher there.
+  if (inv.launch.launcher == LauncherKind::automatic && options.launcher == LauncherKind::local &&
+      !inv.elastic.enabled()) {
     options.launcher = launcher_for_mpi_program(options.launcher, options.program, env, mpi_notes, mpi_warnings);
     mpi_on_this_host = options.launcher == LauncherKind::mpirun;
   }
+  if (inv.elastic.enabled() && options.launcher != LauncherKind::local)
+    throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host only for now, but this job would "
+                                 "start its ranks with {}; run this host's slots with --launcher local",
+                                 to_string(options.launcher)));
   // Every host named before anything starts on one (mpirun's ssh would report them one by one).
   if (!inv.dry_run && options.launcher == LauncherKind::mpirun &&
       (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile)) {
@@ -280,6 +305,8 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     int gpus = 0;
     if (topo) gpus = static_cast<int>(topology::usable_gpu_count(*topo, options.node));
     options.num_proc = default_num_proc(alloc, gpus);
+    // Elastic mode without -np or --min-np: start with the usual count, at most --max-np.
+    if (inv.elastic.max_np) options.num_proc = std::min(*options.num_proc, *inv.elastic.max_np);
   }
   if (alloc.source == AllocationSource::local) alloc.hosts[0].slots = *options.num_proc;
 
@@ -369,6 +396,11 @@ int run_invocation(const Invocation& inv, const Environment& env) {
               << plan_to_table(plan);
   }
   std::vector<ProcessSpec> processes = backend->processes(plan, env);
+  if (inv.elastic.enabled()) {
+    // One process per slot of this host; the store is the one this function owns.
+    return run_elastic(processes, elastic_config(inv, plan), inv.supervisor,
+                       ElasticStoreAddress{"127.0.0.1", static_cast<std::uint16_t>(store_port), in.job_secret});
+  }
   // A local job of MPI singletons is said once, after the summary, never silently; not twice
   // when the missing-mpirun warning said it before the start.
   std::unique_ptr<SingletonWatch> singletons;

@@ -149,7 +149,9 @@ int guard_main(void* arg) {
   if (n == 1 && word == kReleased) ::syscall(SYS_exit_group, 0);
   // ringrun is gone: its memory is still ours, and the table is final.
   const std::size_t count = table->count.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < count && i < table->capacity; ++i) ::syscall(SYS_kill, -table->groups()[i], SIGKILL);
+  // An entry freed by unwatch is 0, and kill(-0) would be the guard's own group: skipped.
+  for (std::size_t i = 0; i < count && i < table->capacity; ++i)
+    if (table->groups()[i] > 0) ::syscall(SYS_kill, -table->groups()[i], SIGKILL);
   ::syscall(SYS_exit_group, 0);
   return 0;
 }
@@ -188,10 +190,23 @@ RankGuard::RankGuard(std::size_t ranks) {
 }
 
 void RankGuard::watch(pid_t group) {
+  if (group <= 0) return;
   const std::size_t n = table_->count.load(std::memory_order_relaxed);
+  // The guard reads the table only once ringrun is gone, so an entry may be rewritten in place.
+  for (std::size_t i = 0; i < n; ++i)
+    if (table_->groups()[i] == 0) {
+      table_->groups()[i] = group;
+      return;
+    }
   if (n >= table_->capacity) return;
   table_->groups()[n] = group;
   table_->count.store(n + 1, std::memory_order_release);
+}
+
+void RankGuard::unwatch(pid_t group) {
+  const std::size_t n = table_->count.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n; ++i)
+    if (table_->groups()[i] == group) table_->groups()[i] = 0;
 }
 
 void RankGuard::release() {

@@ -58,7 +58,11 @@ class RankGuard {
   RankGuard(const RankGuard&) = delete;
   RankGuard& operator=(const RankGuard&) = delete;
 
+  // Names a process group to the guard; a slot freed by unwatch is reused, so the capacity bounds
+  // the groups alive at once, not the groups of the whole job (elastic mode replaces processes).
   void watch(pid_t group);
+  // `group` is gone (reaped and killed): the guard no longer kills it, so its number may be reused.
+  void unwatch(pid_t group);
   // ringrun cleaned up itself: the guard exits without killing anything, and is reaped.
   void release();
 

@@ -78,6 +78,21 @@ row "--hostfile '$work/hf_remote' : hosts 'nosuch-c.invalid', 'nosuch-d.invalid'
 row "hostfile '$work/hf_bad' line 1: 'slots=two' is not a positive slot count (write 'host slots=N')" -- --hostfile "$work/hf_bad" prog
 row "--hostfile '$work/none' : cannot read it: No such file or directory" -- --hostfile "$work/none" prog
 row "--jobid 'abc' : expected a numeric job id like 1234" -- --jobid abc prog
+# Elastic mode (issue 20): horovodrun's options, checked together; this host only for now.
+row "--min-np 0 : the fewest ranks must be at least 1 ($E --min-np 2)" -- --min-np 0 prog
+row "--max-np 2 : below --min-np 3; give --max-np at least 3" -- --min-np 3 --max-np 2 prog
+row "-np 5 : outside --min-np 2 to --max-np 4; give -np from 2 to 4" -- -np 5 --min-np 2 --max-np 4 prog
+row "-np 1 : below --min-np 2; give -np at least 2 or lower --min-np" -- -np 1 --min-np 2 prog
+row "-np 9 : above --max-np 8; give -np at most 8 or raise --max-np" -- -np 9 --max-np 8 prog
+row "--blacklist-cooldown-range 5 2 : MIN must not be above MAX ($E --blacklist-cooldown-range 10 300)" -- --min-np 1 --blacklist-cooldown-range 5 2 prog
+row "--blacklist-cooldown-range 'x' '5' : MIN and MAX must be whole seconds ($E --blacklist-cooldown-range 10 300)" -- --min-np 1 --blacklist-cooldown-range x 5 prog
+row "--elastic-timeout 0 : the timeout must be above 0 ($E --elastic-timeout 600)" -- --min-np 1 --elastic-timeout 0 prog
+row "--reset-limit -1 : the number of resets must be at least 0 ($E --reset-limit 3)" -- --min-np 1 --reset-limit -1 prog
+row "--reset-limit applies in elastic mode only; add --min-np N (or --max-np N) to make the job elastic, or drop --reset-limit" -- --reset-limit 2 prog
+row "--launcher srun : elastic mode runs on this host only for now; use --launcher local (or drop --min-np/--max-np)" -- --min-np 1 --launcher srun prog
+row "elastic mode (--min-np/--max-np) runs on this host only for now, but this job would start its ranks with srun; run this host's slots with --launcher local" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 -- --min-np 1 prog
+row "--host-discovery-script 'discover.sh' : host discovery is not supported yet (elastic mode runs on this host's -np slots for now); drop it and give -np N --min-np M" -- --host-discovery-script discover.sh prog
+row "--slots-per-host 4 : applies to the hosts --host-discovery-script prints; drop it" -- --min-np 1 --slots-per-host 4 prog
 # SLURM variables.
 slurm_fix="SLURM_* variables come from sbatch/salloc/srun: run there, or unset SLURM_JOB_ID to run without SLURM"
 row "SLURM_JOB_NODELIST='n[1-' : '[' without ']' at column 2; $slurm_fix" SLURM_JOB_ID=5 'SLURM_JOB_NODELIST=n[1-' SLURM_TASKS_PER_NODE=4 -- prog

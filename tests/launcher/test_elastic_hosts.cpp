@@ -348,6 +348,33 @@ TEST_CASE("world: below min_np it waits; with no survivor it ends") {
         "lower --min-np or raise --elastic-timeout");
 }
 
+TEST_CASE("world: held-back slots stay empty and are not counted; a survivor in one stays") {
+  // Slot a:1's process failed (blacklisted on its own) and b:0's left: neither is refilled.
+  auto in = world_inputs(places({{"a", 0}, {"a", 1}, {"b", 0}}), parse_discovered_hosts("a:3\nb:2", 1));
+  in.exited = {1, 2};
+  in.held_back = places({{"a", 1}, {"b", 0}, {"b", 0}, {"z", 0}, {"a", 9}});  // repeats, unknown hosts, no such slot
+  auto world = assign_elastic_world(in);
+  REQUIRE(world.outcome == ElasticWorld::Outcome::formed);
+  CHECK(layout(world) == std::vector<std::string>{"a:0", "a:2", "b:1"});
+  CHECK(world.added == std::vector<int>{1, 2});
+  CHECK(world.available_slots == 3);  // 5 slots, 2 held
+
+  // Held slots count against min_np: 3 left, 4 needed.
+  in.min_np = 4;
+  auto short_world = assign_elastic_world(in);
+  CHECK(short_world.outcome == ElasticWorld::Outcome::wait);
+  CHECK(short_world.available_slots == 3);
+
+  // A held slot its survivor still occupies: the survivor stays and the slot counts.
+  auto kept = world_inputs(places({{"a", 0}, {"a", 1}}), parse_discovered_hosts("a:2", 1), 2);
+  kept.held_back = places({{"a", 1}});
+  auto same = assign_elastic_world(kept);
+  REQUIRE(same.outcome == ElasticWorld::Outcome::formed);
+  CHECK(layout(same) == std::vector<std::string>{"a:0", "a:1"});
+  CHECK(same.available_slots == 2);
+  CHECK_FALSE(same.changes_world());
+}
+
 TEST_CASE("world: inputs no caller can mean are refused") {
   const auto usable = parse_discovered_hosts("a:2", 1);
   CHECK_THROWS_AS(assign_elastic_world(world_inputs({}, usable, 0)), std::invalid_argument);

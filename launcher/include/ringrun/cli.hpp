@@ -15,6 +15,20 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Elastic mode (issue 20), horovodrun's options. Slice 1 runs on this host's -np slots only.
+struct ElasticOptions {
+  std::optional<int> min_np;                      // --min-np (default: -np)
+  std::optional<int> max_np;                      // --max-np (default: no limit)
+  std::optional<std::string> discovery_script;    // --host-discovery-script (refused for now)
+  std::optional<int> slots_per_host;              // --slots-per-host (with the script)
+  std::optional<int> reset_limit;                 // --reset-limit (default: no limit)
+  std::optional<int> cooldown_min_s, cooldown_max_s;  // --blacklist-cooldown-range MIN MAX
+  double elastic_timeout_s = 600;                 // --elastic-timeout (Horovod's default)
+
+  // Elastic mode is on when --min-np, --max-np or --host-discovery-script is given (horovodrun's rule).
+  bool enabled() const { return min_np || max_np || discovery_script; }
+};
+
 enum class Command { run, help, version, topo, template_, check_build, doctor, task };
 
 struct Invocation {
@@ -22,6 +36,7 @@ struct Invocation {
   std::string help_text;                    // for Command::help
   LaunchOptions launch;
   SupervisorOptions supervisor;
+  ElasticOptions elastic;
   std::optional<std::string> hosts;         // -H
   std::optional<std::string> hostfile;      // --hostfile
   std::optional<std::string> job_id;        // --jobid

@@ -1,0 +1,282 @@
+// Elastic mode's decisions: events in, actions out (elastic_coordinator.hpp).
+#include "elastic_coordinator.hpp"
+
+#include "supervisor_parts.hpp"
+
+#include <fmt/format.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace ringrun {
+namespace {
+
+using store::elastic::PublishedWorld;
+
+SteadyTime after(SteadyTime now, double seconds) {
+  return now + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string plural(std::size_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+// "; id 5 starts as rank 2" for the processes a world adds.
+std::string added_text(const PublishedWorld& world, const std::vector<int>& added) {
+  if (added.empty()) return "";
+  std::vector<std::uint64_t> ids;
+  for (int rank : added) ids.push_back(world.ids[static_cast<std::size_t>(rank)]);
+  if (added.size() == 1) return fmt::format("; id {} starts as rank {}", ids[0], added[0]);
+  return fmt::format("; ids {} start as ranks {}", fmt::join(ids, ", "), fmt::join(added, ", "));
+}
+
+}  // namespace
+
+ElasticCoordinator::ElasticCoordinator(ElasticConfig config)
+    : config_(std::move(config)), blacklist_(config_.cooldown, config_.seed) {
+  if (config_.slots < 1 || config_.min_np < 1 || config_.min_np > config_.slots ||
+      (config_.max_np && *config_.max_np < config_.slots) || config_.elastic_timeout_s <= 0)
+    throw std::invalid_argument(fmt::format("elastic configuration: slots {} with min_np {} and max_np {} is not a "
+                                            "valid start",
+                                            config_.slots, config_.min_np, config_.max_np.value_or(-1)));
+}
+
+std::string ElasticCoordinator::slot_key(const SlotRef& slot) const { return fmt::format("{}#{}", slot.host, slot.slot); }
+
+std::string ElasticCoordinator::member_text(std::uint64_t id) const {
+  const Member& m = members_.at(id);
+  const int rank = store::elastic::rank_of(newest_, id);
+  if (rank < 0) return fmt::format("id {} (host {})", id, m.slot.host);
+  return fmt::format("rank {} (id {}, host {})", rank, id, m.slot.host);
+}
+
+std::vector<std::uint64_t> ElasticCoordinator::running_members() const {
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, m] : members_)
+    if (m.running) ids.push_back(id);
+  return ids;
+}
+
+ElasticActions ElasticCoordinator::start(SteadyTime now) {
+  const ElasticWorld world = assign_elastic_world(world_inputs(now));
+  if (world.outcome != ElasticWorld::Outcome::formed)
+    throw std::logic_error("elastic: the first world did not form from -np slots");
+  return publish_formed(world, Cause{});
+}
+
+// The newest world's members as assign_elastic_world's old ranks: gone or leaving ones exited;
+// slots that must stay empty held back (blacklisted, left, or still held by an exiting process).
+ElasticWorldInputs ElasticCoordinator::world_inputs(SteadyTime now) const {
+  ElasticWorldInputs in;
+  for (std::size_t r = 0; r < newest_.ids.size(); ++r) {
+    const Member& m = members_.at(newest_.ids[r]);
+    in.previous.push_back(m.slot);
+    if (!m.running || m.leaving) in.exited.insert(static_cast<int>(r));
+  }
+  in.usable = {HostSlots{config_.host, config_.slots, {}}};
+  for (const auto& [id, m] : members_)
+    if (m.leaving || (m.running && store::elastic::rank_of(newest_, id) < 0)) in.held_back.push_back(m.slot);
+  for (const auto& [key, slot] : failed_slots_)
+    if (blacklist_.is_blacklisted(key, now)) in.held_back.push_back(slot);
+  in.min_np = config_.min_np;
+  in.max_np = config_.max_np;
+  return in;
+}
+
+// A new world after `cause`; with `republish`, also when nothing changed (a reset request).
+ElasticActions ElasticCoordinator::reform(const Cause& cause, SteadyTime now, bool republish) {
+  const ElasticWorld world = assign_elastic_world(world_inputs(now));
+  if (world.outcome == ElasticWorld::Outcome::no_survivors)
+    return end_job(cause.exit_status,
+                   fmt::format("ringrun: elastic: {}; no rank of world {} is left to carry the job's state", cause.text,
+                               newest_.epoch),
+                   "no rank is left");
+  if (world.outcome == ElasticWorld::Outcome::wait) {
+    settle_until_.reset();  // the wait re-forms the world anyway
+    if (phase_ != Phase::waiting) {
+      phase_ = Phase::waiting;
+      wait_until_ = after(now, config_.elastic_timeout_s);
+      wait_cause_ = cause;
+    }
+    return {};
+  }
+  if (!world.changes_world() && !republish) return {};
+  if (config_.reset_limit && resets_ >= *config_.reset_limit)
+    return end_job(1,
+                   fmt::format("ringrun: elastic: {}; the job was reset {}, reaching --reset-limit {}; raise "
+                               "--reset-limit to allow more",
+                               cause.text, plural(static_cast<std::size_t>(resets_), "time", "times"),
+                               *config_.reset_limit),
+                   "reset limit reached");
+  ++resets_;
+  return publish_formed(world, cause);
+}
+
+ElasticActions ElasticCoordinator::publish_formed(const ElasticWorld& world, const Cause& cause) {
+  ElasticActions out;
+  PublishedWorld next;
+  next.epoch = last_epoch_ + 1;
+  next.added = last_epoch_ >= 0 && !world.added.empty();
+  std::vector<SpawnMember> spawns;
+  for (const ElasticRank& r : world.ranks) {
+    if (r.old_rank) {
+      next.ids.push_back(newest_.ids[static_cast<std::size_t>(*r.old_rank)]);
+      continue;
+    }
+    const std::uint64_t id = next_id_++;
+    members_.emplace(id, Member{r.place, next.epoch, true, false});
+    next.ids.push_back(id);
+    spawns.push_back(SpawnMember{id, r.place, next.epoch, r.identity, static_cast<int>(world.ranks.size())});
+  }
+  std::string line;
+  if (!cause.text.empty()) {
+    const bool same = next.ids == newest_.ids;
+    line = fmt::format("ringrun: elastic: {}; world {} has {}{}{}", cause.text, next.epoch,
+                       same ? "the same " : "", plural(next.ids.size(), "rank", "ranks"), added_text(next, world.added));
+  }
+  std::vector<std::uint64_t> to_stop;  // removed but running and not leaving (over --max-np)
+  for (const RemovedRank& r : world.removed) {
+    const std::uint64_t id = newest_.ids[static_cast<std::size_t>(r.old_rank)];
+    if (members_.at(id).running && !members_.at(id).leaving) to_stop.push_back(id);
+  }
+  newest_ = next;
+  last_epoch_ = next.epoch;
+  phase_ = Phase::running;
+  wait_until_.reset();
+  wait_cause_.reset();
+  settle_until_.reset();
+  out.emplace_back(PublishWorld{std::move(next), std::move(line)});
+  for (SpawnMember& s : spawns) out.emplace_back(std::move(s));
+  for (std::uint64_t id : to_stop) out.emplace_back(TerminateMember{id});
+  return out;
+}
+
+void ElasticCoordinator::publish_end(ElasticActions& out, const std::string& reason) {
+  PublishedWorld end;
+  end.epoch = ++last_epoch_;
+  end.end = true;
+  end.reason = reason;
+  out.emplace_back(PublishWorld{std::move(end), ""});
+}
+
+ElasticActions ElasticCoordinator::end_job(int status, std::string line, const std::string& reason) {
+  ElasticActions out;
+  publish_end(out, reason);
+  phase_ = Phase::ended;
+  wait_until_.reset();
+  settle_until_.reset();
+  for (std::uint64_t id : running_members()) out.emplace_back(TerminateMember{id});
+  out.emplace_back(EndJob{status, std::move(line)});
+  return out;
+}
+
+ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bool leave_posted, SteadyTime now) {
+  auto it = members_.find(id);
+  if (it == members_.end() || !it->second.running) return {};
+  Member& m = it->second;
+  const std::string who = member_text(id);
+  m.running = false;
+  m.leaving = m.leaving || leave_posted;
+  if (ended()) return {};
+  const int epoch = newest_.epoch, rank = store::elastic::rank_of(newest_, id);
+  const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  if (!m.leaving && !success) {
+    const std::string key = slot_key(m.slot);
+    blacklist_.record_failure(key, now);
+    failed_slots_[key] = m.slot;
+  }
+  if (rank < 0) return {};  // it was in an older world only: nothing waits for it
+  ElasticActions out;
+  if (success && !m.leaving) {
+    // Horovod: a worker that succeeds ends the job with success; the others get the grace period.
+    publish_end(out, fmt::format("the job finished: {} exited with code 0", who));
+    phase_ = Phase::finishing;
+    finish_deadline_ = after(now, config_.grace_period_s);
+    wait_until_.reset();
+    settle_until_.reset();
+    out.emplace_back(EndJob{0, ""});
+  } else {
+    out = reform(Cause{fmt::format("{} {}", who, m.leaving ? "left" : describe_status(wait_status)),
+                       exit_code_of(wait_status)},
+                 now, false);
+  }
+  out.emplace_back(TombstoneAddress{epoch, rank});
+  return out;
+}
+
+ElasticActions ElasticCoordinator::on_reset_request(int epoch, const std::vector<std::uint64_t>& leaving,
+                                                    SteadyTime now) {
+  if (phase_ != Phase::running || epoch != newest_.epoch) return {};
+  std::vector<std::string> leavers;
+  for (std::uint64_t id : leaving) {
+    auto it = members_.find(id);
+    if (it == members_.end() || !it->second.running || it->second.leaving || store::elastic::rank_of(newest_, id) < 0)
+      continue;
+    leavers.push_back(member_text(id));
+    it->second.leaving = true;
+  }
+  if (!leavers.empty())
+    return reform(Cause{fmt::format("{} {}", fmt::join(leavers, ", "), leavers.size() == 1 ? "is leaving" : "are leaving"),
+                        0},
+                  now, true);
+  if (!settle_until_) settle_until_ = now + kResetSettle;
+  return {};
+}
+
+ElasticActions ElasticCoordinator::on_tick(SteadyTime now) {
+  if (phase_ == Phase::finishing && finish_deadline_ && now >= *finish_deadline_) {
+    phase_ = Phase::ended;
+    finish_deadline_.reset();
+    ElasticActions out;
+    for (std::uint64_t id : running_members()) out.emplace_back(TerminateMember{id});
+    return out;
+  }
+  if (ended()) return {};
+  const std::vector<std::string> released = blacklist_.release_expired(now);
+  if (!released.empty()) {
+    std::vector<int> slots;
+    for (const std::string& key : released) slots.push_back(failed_slots_.at(key).slot);
+    const Cause cause{fmt::format("{} {} of host {} {} back after {} cooldown", slots.size() == 1 ? "slot" : "slots",
+                                  fmt::join(slots, ", "), config_.host, slots.size() == 1 ? "is" : "are",
+                                  slots.size() == 1 ? "its" : "their"),
+                      0};
+    if (ElasticActions out = reform(cause, now, false); !out.empty()) return out;
+  }
+  if (phase_ == Phase::waiting && wait_until_ && now >= *wait_until_) {
+    const int available = assign_elastic_world(world_inputs(now)).available_slots;
+    return end_job(1,
+                   fmt::format("ringrun: elastic: {}; {}", wait_cause_->text,
+                               elastic_timeout_message(available, config_.min_np, config_.elastic_timeout_s)),
+                   "not enough slots within --elastic-timeout");
+  }
+  if (phase_ == Phase::running && settle_until_ && now >= *settle_until_) {
+    settle_until_.reset();
+    return reform(Cause{fmt::format("a member of world {} asked for a reset", newest_.epoch), 1}, now, true);
+  }
+  return {};
+}
+
+ElasticActions ElasticCoordinator::on_interrupt(const std::string& reason) {
+  if (ended()) return {};
+  ElasticActions out;
+  publish_end(out, reason);
+  phase_ = Phase::ended;
+  return out;
+}
+
+std::optional<SteadyTime> ElasticCoordinator::next_deadline() const {
+  std::optional<SteadyTime> next;
+  auto consider = [&next](std::optional<SteadyTime> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  if (phase_ == Phase::finishing) consider(finish_deadline_);
+  if (ended()) return next;
+  if (phase_ == Phase::waiting) consider(wait_until_);
+  if (phase_ == Phase::running) consider(settle_until_);
+  for (const auto& [key, slot] : failed_slots_) consider(blacklist_.cooldown_end(key));
+  return next;
+}
+
+}  // namespace ringrun

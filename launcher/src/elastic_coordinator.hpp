@@ -1,0 +1,141 @@
+// Elastic mode's decisions (issue 20, launcher side): which processes form each world, when a
+// new world is published, which processes start or stop, and when and how the job ends. Pure
+// like elastic_hosts.hpp: events come in with the time, actions go out, and the supervisor
+// (elastic_supervisor.cpp) is the only part that runs processes or touches the store.
+//
+// A member is one process, named by an id that is never reused; it keeps the slot it was started
+// in for its life. World e is published once as ringrun/elastic/<e>/world (elastic_wire.hpp):
+// rank r of it is its r-th id. Failed slots are blacklisted one by one (key "<host>#<slot>"):
+// without --blacklist-cooldown-range never refilled (the world shrinks), with it refilled by a new
+// process once the cooldown ends.
+#pragma once
+
+#include "elastic_hosts.hpp"
+
+#include <ringrun/elastic_wire.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ringrun {
+
+struct ElasticConfig {
+  std::string host;                      // this host, as the plan names it
+  int slots = 1;                         // its slots (-np): slot i is the plan's rank i
+  int min_np = 1;                        // --min-np
+  std::optional<int> max_np;             // --max-np
+  std::optional<int> reset_limit;        // --reset-limit
+  std::optional<CooldownRange> cooldown; // --blacklist-cooldown-range
+  double elastic_timeout_s = 600;        // --elastic-timeout
+  double grace_period_s = 10;            // --grace-period: how long the others may finish after a success
+  std::uint64_t seed = 0;                // the cooldowns' jitter
+};
+
+// Write world_key(world.epoch) and latest_key(), then print `line` (when not empty) on stderr.
+struct PublishWorld {
+  store::elastic::PublishedWorld world;
+  std::string line;
+};
+// Start a process for `epoch` in `slot`, with `identity` and `world_size` in its environment.
+struct SpawnMember {
+  std::uint64_t id = 0;
+  SlotRef slot;
+  int epoch = 0;
+  RankIdentity identity;
+  int world_size = 0;
+};
+// SIGTERM the process, SIGKILL it after --grace-period.
+struct TerminateMember {
+  std::uint64_t id = 0;
+};
+// Rank `rank` of world `epoch` is gone: write kTombstone into its address key if it is unset, so
+// that whoever waits for that address stops waiting (a dead process can no longer write it).
+struct TombstoneAddress {
+  int epoch = 0;
+  int rank = 0;
+};
+// The job ends with `status`: print `line` (when not empty), let the members still running exit
+// (terminations come as their own actions), then return `status`.
+struct EndJob {
+  int status = 0;
+  std::string line;
+};
+using ElasticAction = std::variant<PublishWorld, SpawnMember, TerminateMember, TombstoneAddress, EndJob>;
+using ElasticActions = std::vector<ElasticAction>;
+
+// How long a reset request that changes nothing waits before it is answered by republishing the
+// same members: a peer sees a death on its socket before ringrun reaps the process (the socket
+// closes early in the kernel's exit, SIGCHLD comes last), and the death should make the new world.
+inline constexpr std::chrono::milliseconds kResetSettle{200};
+
+class ElasticCoordinator {
+ public:
+  // Throws std::invalid_argument for a configuration the command line cannot produce.
+  explicit ElasticCoordinator(ElasticConfig config);
+
+  // The first world: ids 0..slots-1 as ranks 0..slots-1 (epoch 0).
+  ElasticActions start(SteadyTime now);
+  // Member `id` ended with `wait_status` (waitpid's); `leave_posted`: its leave key was set.
+  ElasticActions on_exit(std::uint64_t id, int wait_status, bool leave_posted, SteadyTime now);
+  // A member of world `epoch` posted its reset key; `leaving`: the members of the newest world
+  // whose leave key is set. Requests for any but the newest world are stale and ignored.
+  ElasticActions on_reset_request(int epoch, const std::vector<std::uint64_t>& leaving, SteadyTime now);
+  // Time passed: cooldowns that ended, the wait for --min-np, the finishing deadline, a settled reset.
+  ElasticActions on_tick(SteadyTime now);
+  // ringrun itself was interrupted (SIGINT/SIGTERM/SIGHUP): publish the end so that ranks waiting
+  // for a world stop waiting; the supervisor stops the processes and reports.
+  ElasticActions on_interrupt(const std::string& reason);
+
+  // The earliest time on_tick has something to do; nullopt when nothing is pending.
+  std::optional<SteadyTime> next_deadline() const;
+
+  // The newest world with members (not an end), the one whose reset key is worth polling.
+  const store::elastic::PublishedWorld& newest_world() const { return newest_; }
+  // Whether the job's end was decided: no further world will be published.
+  bool ended() const { return phase_ == Phase::finishing || phase_ == Phase::ended; }
+  // The members still running (not yet reported by on_exit).
+  std::vector<std::uint64_t> running_members() const;
+  int resets() const { return resets_; }
+
+ private:
+  enum class Phase { running, waiting, finishing, ended };
+  struct Member {
+    SlotRef slot;
+    int spawn_epoch = 0;
+    bool running = true;
+    bool leaving = false;  // its leave key was seen: its slot is not refilled
+  };
+  // What changed since the newest world, for the line of the next one.
+  struct Cause {
+    std::string text;      // "rank 2 (id 2, host h) was killed by signal 9 (SIGKILL)"
+    int exit_status = 0;   // the status a job ended by it returns
+  };
+
+  ElasticWorldInputs world_inputs(SteadyTime now) const;
+  ElasticActions reform(const Cause& cause, SteadyTime now, bool republish);
+  ElasticActions publish_formed(const ElasticWorld& world, const Cause& cause);
+  ElasticActions end_job(int status, std::string line, const std::string& reason);
+  void publish_end(ElasticActions& out, const std::string& reason);
+  std::string member_text(std::uint64_t id) const;
+  std::string slot_key(const SlotRef& slot) const;
+
+  ElasticConfig config_;
+  HostBlacklist blacklist_;
+  std::map<std::string, SlotRef> failed_slots_;  // blacklist key -> slot, for every slot that failed
+  std::map<std::uint64_t, Member> members_;
+  store::elastic::PublishedWorld newest_;
+  int last_epoch_ = -1;                  // the newest epoch published, an end included
+  std::uint64_t next_id_ = 0;
+  int resets_ = 0;
+  Phase phase_ = Phase::running;
+  std::optional<SteadyTime> wait_until_;       // waiting: the end of --elastic-timeout
+  std::optional<Cause> wait_cause_;            // waiting: what started the wait
+  std::optional<SteadyTime> finish_deadline_;  // finishing: stop the others then
+  std::optional<SteadyTime> settle_until_;     // a reset request that changed nothing, answered then
+};
+
+}  // namespace ringrun

@@ -1,0 +1,35 @@
+// Elastic mode's supervisor (issue 20, launcher side): the effects of elastic_coordinator.hpp's
+// decisions on this host. It starts one process per slot of the first world, watches exits
+// through its signalfd, polls the job's own store for reset requests and leave keys every 20 ms,
+// publishes each world there, starts the processes a world adds and stops those it ends. Output
+// is tagged [ID] (the process's id, which equals its rank in world 0) like supervise()'s.
+#pragma once
+
+#include "elastic_coordinator.hpp"
+
+#include <ringrun/supervisor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ringrun {
+
+// Where the job's store listens (ringrun's own store::Server) and its secret.
+struct ElasticStoreAddress {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string secret;
+};
+
+// Each process started gets the environment of its slot's ProcessSpec (the local backend's, slot
+// i = the plan's rank i) with the rank's identity variables, RINGRUN_SIZE and WORLD_SIZE replaced
+// for the world it is started for, plus RINGRUN_ELASTIC_ID, RINGRUN_ELASTIC_EPOCH and
+// RINGRUN_ELASTIC_TIMEOUT. Returns the job's exit status: 0 when it finished, 1 when it ended for
+// --min-np or --reset-limit, the last failure's status when no rank was left, 128+signal when
+// ringrun was interrupted. Throws LaunchError when a process cannot be started (nothing is left
+// running then).
+int run_elastic(const std::vector<ProcessSpec>& slots, const ElasticConfig& config, const SupervisorOptions& options,
+                const ElasticStoreAddress& store);
+
+}  // namespace ringrun
