@@ -50,17 +50,24 @@ struct ProgramOutput {
 // Runs argv (argv[0] a path) without a shell, stdin from /dev/null, stdout+stderr captured; kills
 // it after timeout. nullopt when it could not be started.
 std::optional<ProgramOutput> run_program(const std::vector<std::string>& argv, std::chrono::seconds timeout);
+// The first executable `program` in env's PATH (/usr/local/bin:/usr/bin:/bin without one).
+std::optional<std::string> find_in_path(const Environment& env, const std::string& program);
 
 // The Python binding (ringrun.torch) beside this executable and the torch it would run with.
 struct PythonBindingFacts {
   std::optional<std::string> package_dir;  // the folder holding ringrun/ (what ranks get on PYTHONPATH)
   std::string searched;                    // where it was looked for (for the message when not found)
   std::optional<std::string> module;       // the _ringrun*.so in package_dir/ringrun
-  std::optional<std::string> torch_version;
-  std::string torch_error;  // why `import torch` failed: the error's last line (the exception), or a timeout
+  // What `ringrun python3 train.py` runs: python3 on PATH; /usr/bin/python3 when PATH has none.
+  std::string interpreter = "/usr/bin/python3";
+  std::optional<std::string> torch_version;  // interpreter imported torch and the binding
+  std::string torch_error;  // why not: the error's last line (the exception), or a timeout
+  // When interpreter failed and is not /usr/bin/python3: torch's version there, if it imports both.
+  std::optional<std::string> system_torch_version;
 };
-// Finds the package like the launcher does and asks /usr/bin/python3 for torch's version (20 s).
-PythonBindingFacts probe_python_binding();
+// Finds the package like the launcher does and asks the interpreter (then /usr/bin/python3) to
+// import torch and the binding, as a rank would (20 s each).
+PythonBindingFacts probe_python_binding(const Environment& env);
 
 struct LibraryProbe {
   std::optional<std::string> version;  // "2.21.5"; nullopt when not loaded

@@ -55,7 +55,9 @@ std::optional<std::string> read_first_line(const fs::path& path) {
   return line;
 }
 
-std::optional<std::string> find_in_path(const Environment& env, const std::string& program) {
+}  // namespace
+
+std::optional<std::string> diagnostics::find_in_path(const Environment& env, const std::string& program) {
   std::string path = env_value(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
   std::size_t start = 0;
   while (start <= path.size()) {
@@ -68,8 +70,6 @@ std::optional<std::string> find_in_path(const Environment& env, const std::strin
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 std::optional<ProgramOutput> diagnostics::run_program(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   int pipe_fds[2];
@@ -278,9 +278,9 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
   HostFacts facts;
   facts.env = env;
   facts.hostname = hostname();
-  facts.srun_path = find_in_path(env, "srun");
+  facts.srun_path = diagnostics::find_in_path(env, "srun");
   facts.srun_mpi_list = srun_mpi_list(facts.srun_path, facts.srun_mpi_list_error);
-  facts.mpirun_path = find_in_path(env, "mpirun");
+  facts.mpirun_path = diagnostics::find_in_path(env, "mpirun");
   facts.mpirun_version = mpirun_version(facts.mpirun_path);
   facts.nccl = probe_nccl();
   facts.cuda_driver = probe_cuda_driver();
@@ -295,7 +295,7 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
   facts.network_interface =
       options.network_interface ? options.network_interface : env_value(env, "RINGRUN_NETWORK_INTERFACE");
   facts.interfaces = probe_interfaces();
-  facts.python = probe_python_binding();
+  facts.python = probe_python_binding(env);
   return facts;
 }
 
@@ -356,7 +356,7 @@ int run_doctor_all_nodes(const Environment& env, const DoctorOptions& options) {
     return 2;
   }
   std::vector<std::string> hosts = expand_hostlist(*nodelist, max_hostlist_names(env), "SLURM_JOB_NODELIST");
-  auto srun = find_in_path(env, "srun");
+  auto srun = diagnostics::find_in_path(env, "srun");
   if (!srun) {
     std::cerr << "ringrun doctor --all-nodes: srun not found in PATH; add Slurm's bin directory to PATH\n";
     return 1;
@@ -455,11 +455,11 @@ int run_check_build(const Environment& env) {
         "or install ringrun)",
         lib_dir_default.string());
 
-  facts.srun_path = find_in_path(env, "srun");
+  facts.srun_path = diagnostics::find_in_path(env, "srun");
   facts.srun_mpi_list = srun_mpi_list(facts.srun_path, facts.srun_mpi_list_error);
-  facts.mpirun_path = find_in_path(env, "mpirun");
+  facts.mpirun_path = diagnostics::find_in_path(env, "mpirun");
   facts.mpirun_version = mpirun_version(facts.mpirun_path);
-  if (auto ompi_info = find_in_path(env, "ompi_info")) {
+  if (auto ompi_info = diagnostics::find_in_path(env, "ompi_info")) {
     auto result = run_program({*ompi_info}, std::chrono::seconds(30));
     if (result && result->exit_code == 0) facts.ompi_info = result->output;
   }
@@ -468,7 +468,7 @@ int run_check_build(const Environment& env) {
   facts.shm_free_bytes = shm.free;
   facts.nccl = probe_nccl();
   facts.hwloc_version = hwloc_version();
-  facts.python = probe_python_binding();
+  facts.python = probe_python_binding(env);
   try {
     auto topo = topology::load_live();
     facts.gpus.emplace();

@@ -296,9 +296,11 @@ int supervise(const std::vector<ProcessSpec>& processes, const SupervisorOptions
         c.spec->label == "rank"
             ? fmt::format("ringrun: rank {} (host {}) {}; stopped {}\n", c.spec->rank, c.spec->host,
                           describe_status(c.status), others)
-            // srun/mpirun stopped the other ranks themselves and named the failing one above.
-            : fmt::format("ringrun: {} {}; the failing rank is named in its output above\n", c.spec->label,
-                          describe_status(c.status));
+            // srun/mpirun stopped the other ranks themselves but named no rank: mpirun 4.1 under
+            // load sometimes prints only "1 process returned a non-zero exit code" (its exit
+            // status is then the first failure's).
+            : fmt::format("ringrun: {} {} without naming the failing rank; stopped the others\n",
+                          c.spec->label, describe_status(c.status));
     write_all(STDERR_FILENO, line.data(), line.size());
     return exit_code_of(c.status);
   }

@@ -262,13 +262,18 @@ mpirun_backend)
   timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 sh -c 'exit $((RANK + 3))' >/dev/null 2>"$work/err"
   rc=$?
   [ $rc -ne 0 ] || fail "a failing rank under mpirun exited 0"
-  grep -qE "^ringrun: rank [01] \(host [^)]+\) exited with code [34]; stopped 1 other rank$" "$work/err" ||
-    fail "summary: $(tail -n 2 "$work/err")"
+  # mpirun names the rank in a second box; under load it sometimes prints only the first, and
+  # ringrun then says that it named none (the code is the first failure's).
+  if grep -q 'Process name:' "$work/err"; then
+    grep -qE "^ringrun: rank [01] \(host [^)]+\) exited with code [34]; stopped 1 other rank$" "$work/err"
+  else
+    grep -qE "^ringrun: mpirun exited with code [34] without naming the failing rank; stopped the others$" "$work/err"
+  fi || fail "summary (mpirun's whole stderr follows): $(cat "$work/err")"
   # A rank killed by a signal: mpirun says so, and so does the summary.
   timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 sh -c '[ "$RANK" = 1 ] && kill -9 $$; sleep 20' >/dev/null 2>"$work/err"
   [ $? -ne 0 ] || fail "a killed rank under mpirun exited 0"
   grep -qE "^ringrun: rank 1 \(host [^)]+\) was killed by signal 9; stopped 1 other rank$" "$work/err" ||
-    fail "summary (signal): $(tail -n 3 "$work/err")"
+    fail "summary (signal; mpirun's whole stderr follows): $(cat "$work/err")"
   ;;
 subcommands)
   # topo: the table and JSON of a real machine's export, and the slots of -np ranks.

@@ -271,16 +271,32 @@ TEST_CASE("check-build and doctor: the Python binding, its module and torch, eac
   facts.module = "/opt/rr/lib/python3/dist-packages/ringrun/_ringrun.cpython-311-x86_64-linux-gnu.so";
   std::tie(ready, line) = python_binding_line(facts);
   CHECK_FALSE(ready);
-  CHECK(line == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages, but torch not importable: "
-                "ModuleNotFoundError: No module named 'torch' (apt-get install python3-torch)");
+  CHECK(line == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages, but /usr/bin/python3 cannot "
+                "import it with torch: ModuleNotFoundError: No module named 'torch' (apt-get install python3-torch)");
   Check check = check_python_binding(facts);
   CHECK(check.status == Status::warn);
   CHECK(check.fix == "apt-get install python3-torch");
 
-  facts.torch_version = "1.13.0a0";
+  // python3 on PATH is another interpreter (pyenv, a virtualenv) without torch; Debian's has it.
+  facts.interpreter = "/root/.pyenv/shims/python3";
+  facts.system_torch_version = "1.13.0a0";
+  check = check_python_binding(facts);
+  CHECK(check.status == Status::warn);
+  CHECK(check.detail == "ringrun.torch in /opt/rr/lib/python3/dist-packages, but python3 on PATH "
+                        "(/root/.pyenv/shims/python3) cannot import it with torch: ModuleNotFoundError: No module "
+                        "named 'torch'; /usr/bin/python3 can (torch 1.13.0a0)");
+  CHECK(check.fix == "start the ranks with /usr/bin/python3 (ringrun /usr/bin/python3 train.py), or install torch "
+                     "for /root/.pyenv/shims/python3");
+  facts.system_torch_version.reset();
+  CHECK(check_python_binding(facts).fix ==
+        "install torch for /root/.pyenv/shims/python3, or start the ranks with /usr/bin/python3 after apt-get install "
+        "python3-torch");
+
+  facts.torch_version = "2.11.0";
   std::tie(ready, line) = python_binding_line(facts);
   CHECK(ready);
-  CHECK(line == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages (torch 1.13.0a0)");
+  CHECK(line == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages (torch 2.11.0, "
+                "/root/.pyenv/shims/python3)");
   CHECK(check_python_binding(facts).status == Status::pass);
 }
 
