@@ -82,7 +82,15 @@ Engine::Engine(core::Communicator& comm, EngineConfig config)
   driver_->engine = this;
   index_slots_ = kMinIndexSlots;
   bit_entries_.reserve(std::min<std::size_t>(config_.cache_capacity, 4096));
-  if (rank_ == 0 && !config_.timeline_filename.empty()) timeline_ = std::make_unique<Timeline>(config_.timeline_filename);
+  if (rank_ == 0 && !config_.timeline_filename.empty()) {
+    if (config_.elastic_epoch < 0) {
+      timeline_ = std::make_unique<Timeline>(config_.timeline_filename);
+    } else {
+      timeline_ = std::make_unique<Timeline>(
+          config_.timeline_filename,
+          Timeline::Continuation{config_.elastic_epoch, fmt::format("elastic world {}: {} ranks", config_.elastic_epoch, size_)});
+    }
+  }
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -89,6 +89,9 @@ struct EngineConfig {
   std::chrono::microseconds cycle_time{1000};         // RINGRUN_CYCLE_TIME_MS: the longest wait to batch
   std::string timeline_filename;                      // RINGRUN_TIMELINE_FILENAME; empty: none
   bool timeline_mark_cycles = false;                  // RINGRUN_TIMELINE_MARK_CYCLES: a mark per cycle with work
+  // Elastic mode: the world's epoch (-1 outside it). Each world's rank 0 continues the one
+  // timeline file, after a mark, instead of starting it over.
+  int elastic_epoch = -1;
   std::chrono::milliseconds stall_warning{60000};     // RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS
   std::chrono::milliseconds stall_shutdown{0};        // RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS; 0: never
   std::size_t cache_capacity = 1024;                  // RINGRUN_CACHE_CAPACITY; 0: no cache

@@ -54,7 +54,9 @@ Engine& process_engine(const char* what) {
   core::Communicator& comm = require_communicator(what);
   auto& engine = engine_slot();
   if (!engine) {
-    engine = std::make_unique<Engine>(comm, EngineConfig::from_environment());
+    EngineConfig config = EngineConfig::from_environment();
+    if (ringrun_elastic_enabled() == 1) config.elastic_epoch = ringrun_epoch();
+    engine = std::make_unique<Engine>(comm, std::move(config));
     g_running.store(engine.get(), std::memory_order_release);
   }
   return *engine;

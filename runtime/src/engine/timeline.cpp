@@ -26,13 +26,48 @@ std::string json_quote(const std::string& s) {
   return out + "\"";
 }
 
-Timeline::Timeline(const std::string& filename) : origin_(Clock::now()) {
-  file_ = std::fopen(filename.c_str(), "w");
-  if (!file_)
+namespace {
+
+std::FILE* create_timeline_file(const std::string& filename) {
+  std::FILE* file = std::fopen(filename.c_str(), "w");
+  if (!file)
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("RINGRUN_TIMELINE_FILENAME='{}': cannot create it: {}", filename, std::strerror(errno)));
+  return file;
+}
+
+// The file opened for writing over its closing "\n]", or null when it is not a flushed timeline.
+std::FILE* reopen_timeline_file(const std::string& filename) {
+  std::FILE* file = std::fopen(filename.c_str(), "r+");
+  if (!file) return nullptr;
+  char tail[2] = {};
+  if (std::fseek(file, -2, SEEK_END) == 0 && std::fread(tail, 1, 2, file) == 2 && tail[0] == '\n' && tail[1] == ']' &&
+      std::fseek(file, -2, SEEK_END) == 0)
+    return file;
+  std::fclose(file);
+  return nullptr;
+}
+
+}  // namespace
+
+Timeline::Timeline(const std::string& filename) : origin_(Clock::now()) {
+  file_ = create_timeline_file(filename);
   std::fputs("[", file_);
   event(R"J("name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "ringrun engine (rank 0)"})J");
+  flush();
+}
+
+Timeline::Timeline(const std::string& filename, const Continuation& continuation)
+    : origin_(), row_base_(continuation.epoch * kRowsPerWorld) {
+  if (continuation.epoch > 0) file_ = reopen_timeline_file(filename);
+  if (file_) {
+    first_event_ = false;
+  } else {
+    file_ = create_timeline_file(filename);
+    std::fputs("[", file_);
+    event(R"J("name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "ringrun engine (rank 0)"})J");
+  }
+  mark(continuation.mark, Clock::now());
   flush();
 }
 
@@ -49,7 +84,7 @@ long long Timeline::micros(Clock::time_point t) const {
 int Timeline::row(const std::string& tensor) {
   auto it = rows_.find(tensor);
   if (it != rows_.end()) return it->second;
-  int id = static_cast<int>(rows_.size()) + 1;
+  int id = row_base_ + static_cast<int>(rows_.size()) + 1;
   rows_.emplace(tensor, id);
   event(fmt::format(R"J("name": "thread_name", "ph": "M", "pid": 0, "tid": {}, "args": {{"name": {}}})J", id,
                     json_quote(tensor)));

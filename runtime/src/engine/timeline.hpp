@@ -16,8 +16,20 @@ class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // Elastic mode: every world's rank 0 (possibly another process) continues one file. Times are
+  // then on the host's monotonic clock rather than from the file's creation, so that the worlds
+  // line up; each world's rows get ids of their own (epoch * kRowsPerWorld + n).
+  struct Continuation {
+    int epoch = 0;
+    std::string mark;  // the process-wide instant event that opens this world's part
+  };
+  static constexpr int kRowsPerWorld = 100000;
+
   // Throws RuntimeError naming the file when it cannot be created.
   explicit Timeline(const std::string& filename);
+  // World 0 creates the file; a later world appends to it when it ends as a flushed timeline does
+  // ("\n]"), else starts it over (it was removed or is not a timeline).
+  Timeline(const std::string& filename, const Continuation& continuation);
   ~Timeline();  // flushes; the file stays valid JSON
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
@@ -36,10 +48,11 @@ class Timeline {
   long long micros(Clock::time_point t) const;
 
   std::FILE* file_ = nullptr;
-  Clock::time_point origin_;
+  Clock::time_point origin_;  // ts 0; the clock's own epoch for a continued timeline
   std::unordered_map<std::string, int> rows_;
   bool first_event_ = true;
   bool dirty_ = false;
+  int row_base_ = 0;
 };
 
 // s as a JSON string literal, quotes included.
