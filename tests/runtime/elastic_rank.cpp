@@ -2,10 +2,13 @@
 // with RINGRUN_STORE_ADDR, RINGRUN_JOB_SECRET and RINGRUN_ELASTIC_ID/EPOCH/TIMEOUT; the test
 // publishes the worlds in the store as the launcher's supervisor would.
 //
-//   elastic_rank DIE_ID DIE_STEP STEPS [FINAL_EPOCH]
+//   elastic_rank DIE_IDS DIE_STEPS STEPS [FINAL_EPOCH]
 //
 // Runs STEPS steps (an async allreduce of a vector, a synchronous MAX of the step number, both
-// checked); the process whose id is DIE_ID SIGKILLs itself at step DIE_STEP. On a failure the
+// checked); the process whose id is the i-th of DIE_IDS (comma-separated) SIGKILLs itself at the
+// i-th of DIE_STEPS (-1: 0.5 s after start, before ringrun_init: a joiner lost while the members wait for it). With
+// ELASTIC_RANK_LEAVE=ID:STEP in the environment, that process asks to leave at its first commit
+// from STEP on (ringrun_elastic_leave, then the members agree and reset; it must be REMOVED). On a failure the
 // others check that it is RINGRUN_ERR_RESET and that later calls fail alike, call ringrun_reset()
 // and go on in the next world from rank 0's step. With FINAL_EPOCH, every 5 steps the members
 // read ringrun_elastic_status, agree, and reset together into a newer world (growth: a joiner
@@ -30,6 +33,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -136,32 +140,64 @@ void move_to_next_world(long long& step, int failure) {
   } while (rc != RINGRUN_OK);
 }
 
-// A commit (with FINAL_EPOCH): has the launcher published a newer world? The members agree on the
-// newest epoch any of them saw (MAX), so that all reset at the same step.
-int commit(long long step, bool& update) {
+// A commit (with FINAL_EPOCH): has the launcher published a newer world, or does a member leave?
+// The members agree on the newest epoch any of them saw and on any leave (MAX), so that all reset
+// at the same step. A leaver posts its leave before the agreement, as the design requires.
+int commit(long long step, bool leaving, bool& update) {
   int latest = -1, added = -1;
+  if (leaving && ringrun_elastic_leave() != RINGRUN_OK) {
+    std::printf("FAIL id=%s: ringrun_elastic_leave: %s\n", g_id, ringrun_last_error());
+    std::exit(6);
+  }
   if (ringrun_elastic_status(&latest, &added) != RINGRUN_OK) {
     std::printf("FAIL id=%s: ringrun_elastic_status: %s\n", g_id, ringrun_last_error());
     std::exit(6);
   }
-  long long agreed = latest;
-  if (const int rc = ringrun_allreduce(&agreed, &agreed, 1, RINGRUN_INT64, RINGRUN_MAX); rc != RINGRUN_OK) return rc;
-  update = agreed > ringrun_epoch();
-  if (update) std::printf("UPDATE id=%s step=%lld latest=%d added=%d\n", g_id, step, latest, added);
+  long long agreed[2] = {latest, leaving ? 1 : 0};
+  if (const int rc = ringrun_allreduce(agreed, agreed, 2, RINGRUN_INT64, RINGRUN_MAX); rc != RINGRUN_OK) return rc;
+  update = agreed[0] > ringrun_epoch() || agreed[1] > 0;
+  if (update)
+    std::printf("UPDATE id=%s step=%lld latest=%d added=%d leave=%lld\n", g_id, step, latest, added, agreed[1]);
   return RINGRUN_OK;
+}
+
+// The step at which this process dies (argv lists), or -2 for never.
+long long death_step(const char* ids, const char* steps, long long id) {
+  std::string id_list = ids, step_list = steps;
+  for (std::size_t i = 0, j = 0;;) {
+    const std::size_t ie = id_list.find(',', i), je = step_list.find(',', j);
+    if (std::atoll(id_list.substr(i, ie - i).c_str()) == id) return std::atoll(step_list.substr(j, je - j).c_str());
+    if (ie == std::string::npos || je == std::string::npos) return -2;
+    i = ie + 1;
+    j = je + 1;
+  }
+}
+
+// ELASTIC_RANK_LEAVE=ID:STEP: the step from which this process leaves, or -1 for never.
+long long leave_step(long long id) {
+  const char* spec = std::getenv("ELASTIC_RANK_LEAVE");
+  if (!spec || !std::strchr(spec, ':') || std::atoll(spec) != id) return -1;
+  return std::atoll(std::strchr(spec, ':') + 1);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4 && argc != 5) {
-    std::fprintf(stderr, "usage: elastic_rank DIE_ID DIE_STEP STEPS [FINAL_EPOCH]\n");
+    std::fprintf(stderr, "usage: elastic_rank DIE_IDS DIE_STEPS STEPS [FINAL_EPOCH]\n");
     return 64;
   }
-  const long long die_id = std::atoll(argv[1]), die_step = std::atoll(argv[2]), steps = std::atoll(argv[3]);
+  const long long steps = std::atoll(argv[3]);
   const int final_epoch = argc == 5 ? std::atoi(argv[4]) : 0;
   if (const char* id = std::getenv("RINGRUN_ELASTIC_ID")) g_id = id;
+  const long long die_step = death_step(argv[1], argv[2], std::atoll(g_id)), leave_from = leave_step(std::atoll(g_id));
   print_counts("START");
+  if (die_step == -1) {  // late enough that the members wait for it in the new world's rendezvous
+    ::usleep(500 * 1000);
+    std::printf("DYING id=%s t=%lld\n", g_id, monotonic_ns());
+    std::fflush(stdout);
+    ::kill(::getpid(), SIGKILL);
+  }
   if (ringrun_elastic_enabled() != 1 || ringrun_init() != RINGRUN_OK) {
     std::printf("FAIL id=%s: ringrun_init: %s\n", g_id, ringrun_last_error());
     return 2;
@@ -174,7 +210,7 @@ int main(int argc, char** argv) {
   }
   bool fresh_world = false;
   while (step < steps || ringrun_epoch() < final_epoch) {
-    if (std::atoll(g_id) == die_id && step == die_step) {
+    if (step == die_step) {
       std::printf("DYING id=%s t=%lld\n", g_id, monotonic_ns());
       std::fflush(stdout);
       ::kill(::getpid(), SIGKILL);
@@ -182,7 +218,8 @@ int main(int argc, char** argv) {
     if (step >= steps) ::usleep(1000);  // done, but a newer world is still to come
     bool update = false;
     int rc = run_step(step);
-    if (rc == RINGRUN_OK && final_epoch > 0 && (step + 1) % 5 == 0) rc = commit(step, update);
+    if (rc == RINGRUN_OK && final_epoch > 0 && (step + 1) % 5 == 0)
+      rc = commit(step, leave_from >= 0 && step >= leave_from, update);
     if (rc != RINGRUN_OK) {
       move_to_next_world(step, rc);
       fresh_world = true;
