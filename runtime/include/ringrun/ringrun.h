@@ -89,7 +89,7 @@ int ringrun_reset(void);
 int ringrun_epoch(void);
 /* 1 when the environment puts this process in elastic mode, else 0. */
 int ringrun_elastic_enabled(void);
-/* Not collective: reads the newest published epoch and whether that world added processes (1) or
+/* Not collective: reads the newest published epoch and whether a world since this one added processes (1) or
  * only lost some (0) from the launcher's store. A newer epoch than ringrun_epoch() means the
  * members should agree to call ringrun_reset(). Either pointer may be NULL. */
 int ringrun_elastic_status(int *latest_epoch, int *added);

@@ -164,10 +164,14 @@ ElasticStatus ElasticControl::status() {
     const int latest = read_latest(c);
     if (latest < 0) return status;
     status.latest_epoch = latest;
-    const std::string key = wire::world_key(latest);
-    if (auto value = c.try_get(key)) {
-      wire::PublishedWorld world = decode(*value, key);
-      status.added = !world.end && world.added;
+    // Added by any world since ours, not only the newest: a joiner of world e+1 that is still in
+    // world e+2 (which only removed someone) needs the members' state all the same.
+    for (int e = epoch() + 1; e <= latest && !status.added; ++e) {
+      const std::string key = wire::world_key(e);
+      if (auto value = c.try_get(key)) {
+        wire::PublishedWorld world = decode(*value, key);
+        status.added = !world.end && world.added;
+      }
     }
     return status;
   });

@@ -39,7 +39,7 @@ ElasticSettings elastic_settings_from_environment();
 
 struct ElasticStatus {
   int latest_epoch = 0;  // the newest published world
-  bool added = false;    // that world added processes
+  bool added = false;    // a world after ours, up to that one, added processes
 };
 
 class ElasticControl {
