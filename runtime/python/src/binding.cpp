@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pybind11/pybind11.h>
@@ -148,6 +149,32 @@ void define_async(py::module_& m) {
         "True once the op has completed (successfully or not); the handle stays valid.");
 }
 
+// Elastic mode (ringrun --min-np/--max-np): ringrun.torch.elastic's calls. The ones that talk to the
+// launcher's store or re-form the world block, so they release the GIL.
+void define_elastic(py::module_& m) {
+  m.def("reset", [] { check(ringrun_reset()); }, Release(),
+        "Leaves this world and joins the next one (same pid, maybe another rank and size). Raises "
+        "InternalError with code ERR_REMOVED when this process is not in it (it left, or the job ended), "
+        "ERR_RESET when a member was lost while it formed (call it again).");
+  m.def("epoch", [] { return query(&ringrun_epoch); },
+        "The current world's epoch (0 = the first, and outside elastic mode).");
+  m.def("elastic_enabled", [] { return ringrun_elastic_enabled() == 1; },
+        "True when ringrun started this process in elastic mode.");
+  m.def("elastic_status",
+        [] {
+          int latest = 0, added = 0;
+          check(ringrun_elastic_status(&latest, &added));
+          return std::pair<int, bool>(latest, added != 0);
+        },
+        Release(),
+        "(latest published epoch, whether a world since this one added processes): a read of the launcher's store, "
+        "not collective.");
+  m.def("elastic_leave", [] { check(ringrun_elastic_leave()); }, Release(),
+        "Tells the launcher this process leaves at its next reset (which then raises ERR_REMOVED).");
+  m.attr("ERR_RESET") = static_cast<int>(RINGRUN_ERR_RESET);
+  m.attr("ERR_REMOVED") = static_cast<int>(RINGRUN_ERR_REMOVED);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ringrun, m) {
@@ -172,4 +199,5 @@ PYBIND11_MODULE(_ringrun, m) {
   define_queries(m);
   define_synchronous(m);
   define_async(m);
+  define_elastic(m);
 }

@@ -14,11 +14,13 @@ A Horovod script migrates by changing its import::
 and runs under ``ringrun -np 4 python3 train.py`` (or srun/mpirun through ringrun). Gradients are
 allreduced as backward produces them, fused by the engine, on CPU tensors (shared memory and TCP)
 and on CUDA tensors (NCCL) in builds that have it. Failures raise InternalError on every rank.
+Elastic training (``ringrun --min-np``): ``ringrun.torch.elastic`` (``hvd.elastic.run``,
+``hvd.elastic.TorchState``, ``hvd.elastic.ElasticSampler``).
 """
 
 from ringrun.torch.basics import (  # noqa: F401
-    Adasum, Average, HorovodInternalError, InternalError, Max, Min, Product, Sum, cross_rank, cross_size,
-    cuda_built, global_process_set, gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
+    Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, InternalError, Max, Min, Product, Sum,
+    cross_rank, cross_size, cuda_built, global_process_set, gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
     local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank, rocm_built,
     shutdown, size, synchronize)
 from ringrun.torch.compression import Compression  # noqa: F401
@@ -32,3 +34,4 @@ from ringrun.torch.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters)
 from ringrun.torch.optimizer import DistributedOptimizer  # noqa: F401
 from ringrun.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from ringrun.torch import elastic  # noqa: F401,E402

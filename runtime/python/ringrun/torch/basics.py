@@ -18,6 +18,20 @@ InternalError.__doc__ = (
     "A RuntimeError; also exported as HorovodInternalError.")
 HorovodInternalError = InternalError
 
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Raised on every rank by an elastic State's commit() (check_host_updates) when the world is
+    about to change: processes were added, removed, or one asked to leave (SIGTERM).
+
+    ``skip_sync``: True when the next world only loses processes, so the members' committed state
+    is already equal and ``ringrun.torch.elastic.run`` does not broadcast it again.
+    """
+
+    def __init__(self, skip_sync=False):
+        super().__init__("the hosts of the elastic job changed: re-forming the world")
+        self.skip_sync = skip_sync
+
+
 # Reduction ops, as horovod.torch names them. Average divides the sum by size() (integer division
 # on integer dtypes).
 Sum = _ringrun.SUM
@@ -292,3 +306,24 @@ def synchronize(handle):
 def _completed(value):
     """A handle whose op already ran (synchronously); synchronize() returns value."""
     return _add_pending((), None, lambda: value)
+
+
+def _drop_pending():
+    """Waits for (and releases) every pending op's C handles, ignoring their errors: before an
+    elastic reset, whose failed ops the caller will never synchronize."""
+    with _lock:
+        pending = list(_pending.values())
+        _pending.clear()
+    for p in pending:
+        for h in p.handles:
+            try:
+                _ringrun.wait(h)
+            except Exception:  # noqa: BLE001 - the op belonged to the world being left
+                pass
+
+
+def _reset_names():
+    """Restarts the automatic op names, so that survivors of a reset and a process that joins the
+    new world name their unnamed ops alike."""
+    with _lock:
+        _counters.clear()

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
+from ringrun import _ringrun
 from ringrun.torch import mpi_ops
 from ringrun.torch.compression import Compression
 from ringrun.torch.functions import broadcast_object
@@ -97,7 +98,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group = {}
         self._group_counts = {}
 
-        if size() > 1:
+        # In elastic mode a world of one may grow later: hook from the start (as Horovod does).
+        if size() > 1 or _ringrun.elastic_enabled():
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
