@@ -68,9 +68,9 @@ void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::stri
       ->type_name("N")
       ->check(whole_number("--max-np", "the most ranks", 1, "8"));
   app.add_option("--host-discovery-script", e.discovery_script,
-                 "Elastic mode: a program printing host[:slots] lines (not supported yet: elastic jobs run on this "
-                 "host's -np slots)")
-      ->type_name("PATH");
+                 "Elastic mode: a command printing host[:slots] lines, run every second; the job grows and shrinks "
+                 "with this host's slots (other hosts: not yet)")
+      ->type_name("CMD");
   app.add_option("--slots-per-host", e.slots_per_host, "Elastic mode: slots of a host the discovery script prints "
                                                        "without :slots")
       ->type_name("N")
@@ -116,12 +116,11 @@ void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::ve
                                      name, name));
     return;
   }
-  if (e.discovery_script)
-    throw UsageError(fmt::format("--host-discovery-script '{}' : host discovery is not supported yet (elastic mode "
-                                 "runs on this host's -np slots for now); drop it and give -np N --min-np M",
-                                 *e.discovery_script));
-  if (e.slots_per_host)
-    throw UsageError(fmt::format("--slots-per-host {} : applies to the hosts --host-discovery-script prints; drop it",
+  if (e.discovery_script && e.discovery_script->empty())
+    throw UsageError("--host-discovery-script '' : names no program; give a script that prints host[:slots] lines");
+  if (e.slots_per_host && !e.discovery_script)
+    throw UsageError(fmt::format("--slots-per-host {} : applies to the hosts --host-discovery-script prints; give the "
+                                 "script or drop --slots-per-host",
                                  *e.slots_per_host));
   if (launcher == "srun" || launcher == "mpirun")
     throw UsageError(fmt::format("--launcher {} : elastic mode runs on this host only for now; use --launcher local "
@@ -130,8 +129,9 @@ void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::ve
   if (e.min_np && e.max_np && *e.max_np < *e.min_np)
     throw UsageError(fmt::format("--max-np {} : below --min-np {}; give --max-np at least {}", *e.max_np, *e.min_np,
                                  *e.min_np));
-  // horovodrun: -np is what the job starts with, --min-np defaults to it.
-  if (!launch.num_proc && e.min_np) launch.num_proc = e.min_np;
+  // horovodrun: -np is what the job starts with, --min-np defaults to it. With a discovery script,
+  // no -np starts with the slots its first run finds (launch.cpp), up to --max-np.
+  if (!launch.num_proc && e.min_np && !e.discovery_script) launch.num_proc = e.min_np;
   if (const auto np = launch.num_proc) {
     if (e.min_np && e.max_np && (*np < *e.min_np || *np > *e.max_np))
       throw UsageError(fmt::format("-np {} : outside --min-np {} to --max-np {}; give -np from {} to {}", *np,

@@ -32,11 +32,20 @@ std::string added_text(const PublishedWorld& world, const std::vector<int>& adde
   return fmt::format("; ids {} start as ranks {}", fmt::join(ids, ", "), fmt::join(added, ", "));
 }
 
+// "; id 2 is removed (it exits at its next commit)" for the running processes a world leaves out.
+std::string retired_text(const std::vector<std::uint64_t>& ids) {
+  if (ids.empty()) return "";
+  return fmt::format("; {} {} {} removed (exiting at {} next commit)", ids.size() == 1 ? "id" : "ids",
+                     fmt::join(ids, ", "), ids.size() == 1 ? "is" : "are", ids.size() == 1 ? "its" : "their");
+}
+
 }  // namespace
 
 ElasticCoordinator::ElasticCoordinator(ElasticConfig config)
     : config_(std::move(config)), blacklist_(config_.cooldown, config_.seed) {
-  if (config_.slots < 1 || config_.min_np < 1 || config_.min_np > config_.slots ||
+  if (config_.start_np == 0) config_.start_np = config_.slots;
+  if (config_.slots < 1 || config_.min_np < 1 || config_.min_np > config_.start_np ||
+      config_.start_np > config_.slots ||
       (config_.max_np && *config_.max_np < config_.slots) || config_.elastic_timeout_s <= 0)
     throw std::invalid_argument(fmt::format("elastic configuration: slots {} with min_np {} and max_np {} is not a "
                                             "valid start",
@@ -60,6 +69,8 @@ std::vector<std::uint64_t> ElasticCoordinator::running_members() const {
 }
 
 ElasticActions ElasticCoordinator::start(SteadyTime now) {
+  offered_slots_ = config_.start_np;
+  if (!config_.discovery_script.empty()) discovery_poll_.on_result(true, now);  // launch.cpp's run
   const ElasticWorld world = assign_elastic_world(world_inputs(now));
   if (world.outcome != ElasticWorld::Outcome::formed)
     throw std::logic_error("elastic: the first world did not form from -np slots");
@@ -75,7 +86,7 @@ ElasticWorldInputs ElasticCoordinator::world_inputs(SteadyTime now) const {
     in.previous.push_back(m.slot);
     if (!m.running || m.leaving) in.exited.insert(static_cast<int>(r));
   }
-  in.usable = {HostSlots{config_.host, config_.slots, {}}};
+  in.usable = {HostSlots{config_.host, offered_slots_, {}}};
   for (const auto& [id, m] : members_)
     if (m.leaving || (m.running && store::elastic::rank_of(newest_, id) < 0)) in.held_back.push_back(m.slot);
   for (const auto& [key, slot] : failed_slots_)
@@ -130,16 +141,20 @@ ElasticActions ElasticCoordinator::publish_formed(const ElasticWorld& world, con
     next.ids.push_back(id);
     spawns.push_back(SpawnMember{id, r.place, next.epoch, r.identity, static_cast<int>(world.ranks.size())});
   }
+  std::vector<std::uint64_t> to_retire;  // removed but running and not leaving (slot gone, over --max-np)
+  for (const RemovedRank& r : world.removed) {
+    const std::uint64_t id = newest_.ids[static_cast<std::size_t>(r.old_rank)];
+    Member& m = members_.at(id);
+    if (!m.running || m.leaving) continue;
+    m.retired = true;
+    to_retire.push_back(id);
+  }
   std::string line;
   if (!cause.text.empty()) {
     const bool same = next.ids == newest_.ids;
-    line = fmt::format("ringrun: elastic: {}; world {} has {}{}{}", cause.text, next.epoch,
-                       same ? "the same " : "", plural(next.ids.size(), "rank", "ranks"), added_text(next, world.added));
-  }
-  std::vector<std::uint64_t> to_stop;  // removed but running and not leaving (over --max-np)
-  for (const RemovedRank& r : world.removed) {
-    const std::uint64_t id = newest_.ids[static_cast<std::size_t>(r.old_rank)];
-    if (members_.at(id).running && !members_.at(id).leaving) to_stop.push_back(id);
+    line = fmt::format("ringrun: elastic: {}; world {} has {}{}{}{}", cause.text, next.epoch, same ? "the same " : "",
+                       plural(next.ids.size(), "rank", "ranks"), added_text(next, world.added),
+                       retired_text(to_retire));
   }
   newest_ = next;
   last_epoch_ = next.epoch;
@@ -149,7 +164,7 @@ ElasticActions ElasticCoordinator::publish_formed(const ElasticWorld& world, con
   settle_until_.reset();
   out.emplace_back(PublishWorld{std::move(next), std::move(line)});
   for (SpawnMember& s : spawns) out.emplace_back(std::move(s));
-  for (std::uint64_t id : to_stop) out.emplace_back(TerminateMember{id});
+  for (std::uint64_t id : to_retire) out.emplace_back(RetireMember{id});
   return out;
 }
 
@@ -182,12 +197,17 @@ ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bo
   if (ended()) return {};
   const int epoch = newest_.epoch, rank = store::elastic::rank_of(newest_, id);
   const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
-  if (!m.leaving && !success) {
+  if (!m.leaving && !m.retired && !success) {
     const std::string key = slot_key(m.slot);
     blacklist_.record_failure(key, now);
     failed_slots_[key] = m.slot;
   }
-  if (rank < 0) return {};  // it was in an older world only: nothing waits for it
+  if (rank < 0) {
+    // It was in an older world only: nothing waits for it, but its slot is free now, and a slot
+    // offered again while it was exiting (held back until now) gets its new process.
+    if (!m.retired) return {};
+    return reform(Cause{fmt::format("{} exited, freeing slot {}", who, m.slot.slot), 1}, now, false);
+  }
   ElasticActions out;
   if (success && !m.leaving) {
     // Horovod: a worker that succeeds ends the job with success; the others get the grace period.
@@ -264,6 +284,57 @@ ElasticActions ElasticCoordinator::on_interrupt(const std::string& reason) {
   publish_end(out, reason);
   phase_ = Phase::ended;
   return out;
+}
+
+ElasticActions ElasticCoordinator::on_discovery(const DiscoveryResult& result, SteadyTime now) {
+  if (config_.discovery_script.empty() || ended()) return {};
+  std::optional<LocalDiscovery> found;
+  std::string error = result.error;
+  if (result.ok) {
+    try {
+      const std::string origin = fmt::format("--host-discovery-script '{}'", config_.discovery_script);
+      found = split_local_hosts(parse_discovered_hosts(result.output, config_.slots_per_host, origin), config_.self);
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+  }
+  const DiscoveryPollPolicy::Decision decision = discovery_poll_.on_result(found.has_value(), now);
+  ElasticActions out;
+  if (!found) {
+    // start() counted launch.cpp's first run, so a failure here is a later one: keep the slots.
+    if (decision.warn)
+      out.emplace_back(Notice{fmt::format("ringrun: elastic: --host-discovery-script '{}' failed ({}); keeping this "
+                                          "host's {} and retrying every second",
+                                          config_.discovery_script, error,
+                                          plural(static_cast<std::size_t>(offered_slots_), "slot", "slots"))});
+    return out;
+  }
+  for (const std::string& host : found->foreign)
+    if (foreign_told_.insert(host).second)
+      out.emplace_back(Notice{fmt::format("ringrun: elastic: --host-discovery-script '{}' printed host '{}', which "
+                                          "is not this host; ignored: elastic mode starts processes on this host only "
+                                          "for now",
+                                          config_.discovery_script, host)});
+  if (found->slots > config_.slots && !capacity_told_) {
+    capacity_told_ = true;
+    out.emplace_back(Notice{fmt::format("ringrun: elastic: this host offers {} slots but the job was planned for {} "
+                                        "(--max-np, else -np or the script's first count); give --max-np {} to use "
+                                        "them",
+                                        found->slots, config_.slots, found->slots)});
+  }
+  const int slots = std::min(found->slots, config_.slots);
+  if (slots == offered_slots_) return out;
+  const Cause cause{fmt::format("host {} offers {} instead of {}", config_.host,
+                                plural(static_cast<std::size_t>(slots), "slot", "slots"), offered_slots_),
+                    1};
+  offered_slots_ = slots;
+  for (ElasticAction& action : reform(cause, now, false)) out.push_back(std::move(action));
+  return out;
+}
+
+std::optional<SteadyTime> ElasticCoordinator::next_discovery() const {
+  if (config_.discovery_script.empty() || ended()) return std::nullopt;
+  return discovery_poll_.next_poll();
 }
 
 std::optional<SteadyTime> ElasticCoordinator::next_deadline() const {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,7 +26,8 @@ namespace ringrun {
 
 struct ElasticConfig {
   std::string host;                      // this host, as the plan names it
-  int slots = 1;                         // its slots (-np): slot i is the plan's rank i
+  int slots = 1;                         // its slots (the plan's ranks): slot i is the plan's rank i
+  int start_np = 0;                      // the first world's ranks (0: `slots`)
   int min_np = 1;                        // --min-np
   std::optional<int> max_np;             // --max-np
   std::optional<int> reset_limit;        // --reset-limit
@@ -33,6 +35,11 @@ struct ElasticConfig {
   double elastic_timeout_s = 600;        // --elastic-timeout
   double grace_period_s = 10;            // --grace-period: how long the others may finish after a success
   std::uint64_t seed = 0;                // the cooldowns' jitter
+  // --host-discovery-script (empty: none): the slots on offer follow its runs (on_discovery),
+  // at most `slots`; its first run (launch.cpp's, which sized the plan) offered start_np or more.
+  std::string discovery_script;
+  int slots_per_host = 0;                // --slots-per-host (0: not given)
+  std::string self;                      // gethostname: which names the script prints are this host
 };
 
 // Write world_key(world.epoch) and latest_key(), then print `line` (when not empty) on stderr.
@@ -52,6 +59,16 @@ struct SpawnMember {
 struct TerminateMember {
   std::uint64_t id = 0;
 };
+// The process is not in the newest world (its slot is no longer offered): it learns that at its
+// next commit, resets, gets RINGRUN_ERR_REMOVED and exits. One that has not exited after
+// --grace-period is terminated (TerminateMember's SIGTERM, then SIGKILL).
+struct RetireMember {
+  std::uint64_t id = 0;
+};
+// Print `line` on stderr (a discovery run failed, a host was ignored); nothing else changes.
+struct Notice {
+  std::string line;
+};
 // Rank `rank` of world `epoch` is gone: write kTombstone into its address key if it is unset, so
 // that whoever waits for that address stops waiting (a dead process can no longer write it).
 struct TombstoneAddress {
@@ -64,7 +81,8 @@ struct EndJob {
   int status = 0;
   std::string line;
 };
-using ElasticAction = std::variant<PublishWorld, SpawnMember, TerminateMember, TombstoneAddress, EndJob>;
+using ElasticAction =
+    std::variant<PublishWorld, SpawnMember, TerminateMember, RetireMember, Notice, TombstoneAddress, EndJob>;
 using ElasticActions = std::vector<ElasticAction>;
 
 // How long a reset request that changes nothing waits before it is answered by republishing the
@@ -89,6 +107,14 @@ class ElasticCoordinator {
   // ringrun itself was interrupted (SIGINT/SIGTERM/SIGHUP): publish the end so that ranks waiting
   // for a world stop waiting; the supervisor stops the processes and reports.
   ElasticActions on_interrupt(const std::string& reason);
+  // A run of --host-discovery-script ended at `now`. Its first run was launch.cpp's (start()
+  // counts it); a later failure or bad output keeps the slots on offer (warned once per run of
+  // failures), a host that is not this one is ignored (said once). More or fewer slots of this
+  // host than on offer re-form the world: processes start in new slots, those in slots no longer
+  // offered (highest first) are retired, below --min-np the job waits --elastic-timeout.
+  ElasticActions on_discovery(const DiscoveryResult& result, SteadyTime now);
+  // When the script is due to run again; nullopt without one, or once the job's end is decided.
+  std::optional<SteadyTime> next_discovery() const;
 
   // The earliest time on_tick has something to do; nullopt when nothing is pending.
   std::optional<SteadyTime> next_deadline() const;
@@ -108,6 +134,7 @@ class ElasticCoordinator {
     int spawn_epoch = 0;
     bool running = true;
     bool leaving = false;  // its leave key was seen: its slot is not refilled
+    bool retired = false;  // removed from the world while running: its exit is no failure
   };
   // What changed since the newest world, for the line of the next one.
   struct Cause {
@@ -136,6 +163,10 @@ class ElasticCoordinator {
   std::optional<Cause> wait_cause_;            // waiting: what started the wait
   std::optional<SteadyTime> finish_deadline_;  // finishing: stop the others then
   std::optional<SteadyTime> settle_until_;     // a reset request that changed nothing, answered then
+  int offered_slots_ = 0;                      // this host's slots on offer (at most config_.slots)
+  DiscoveryPollPolicy discovery_poll_;
+  std::set<std::string> foreign_told_;         // hosts not this one, said once each
+  bool capacity_told_ = false;                 // said once: the script offers more than `slots`
 };
 
 }  // namespace ringrun

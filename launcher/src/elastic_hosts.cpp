@@ -70,6 +70,44 @@ std::vector<HostSlots> parse_discovered_hosts(std::string_view script_output, in
   return hosts;
 }
 
+bool names_this_host(std::string_view host, std::string_view self) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1" || host == self) return true;
+  const std::size_t dot = self.find('.');
+  return dot != std::string_view::npos && host == self.substr(0, dot);
+}
+
+LocalDiscovery split_local_hosts(const std::vector<HostSlots>& hosts, std::string_view self) {
+  LocalDiscovery found;
+  long long slots = 0;  // saturating, as assign_elastic_world's count
+  for (const HostSlots& host : hosts) {
+    if (names_this_host(host.name, self))
+      slots = std::min<long long>(slots + host.slots, std::numeric_limits<int>::max());
+    else
+      found.foreign.push_back(host.name);
+  }
+  found.slots = static_cast<int>(slots);
+  return found;
+}
+
+int first_discovered_slots(const DiscoveryResult& result, std::string_view script, int slots_per_host,
+                           std::string_view self) {
+  const std::string origin = fmt::format("--host-discovery-script '{}'", script);
+  if (!result.ok)
+    throw InputError(fmt::format("{} : its first run {}; fix it to print host[:slots] lines and exit 0", origin,
+                                 result.error));
+  const LocalDiscovery found = split_local_hosts(parse_discovered_hosts(result.output, slots_per_host, origin), self);
+  if (!found.foreign.empty())
+    throw InputError(fmt::format("{} : host '{}' is not this host, and elastic mode starts processes on this host "
+                                 "only for now (per-node SLURM steps are later work); print only this host's "
+                                 "slots, e.g. localhost:4",
+                                 origin, found.foreign.front()));
+  if (found.slots == 0)
+    throw InputError(fmt::format("{} : its first run printed no slot of this host; print this host's slots, e.g. "
+                                 "localhost:4",
+                                 origin));
+  return found.slots;
+}
+
 // ---- Blacklist -----------------------------------------------------------------------------------
 
 void validate_cooldown_range(const CooldownRange& range) {

@@ -37,6 +37,32 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 std::vector<HostSlots> parse_discovered_hosts(std::string_view script_output, int default_slots,
                                               std::string_view origin = "--host-discovery-script");
 
+// One run of the discovery script: `ok` with what it printed, or why it failed ("exited with
+// code 3", "timed out after 10 s"); run by elastic_discovery.hpp.
+struct DiscoveryResult {
+  bool ok = false;
+  std::string output;
+  std::string error;
+};
+
+// Whether `host`, as the script prints it, is this host (`self`: gethostname's name): localhost,
+// 127.0.0.1, ::1, `self`, or its first label (`hostname -s`).
+bool names_this_host(std::string_view host, std::string_view self);
+
+// What the script's hosts mean for a job on this host: the slots of the lines naming this host
+// (added up: "localhost:2" and "n1:2" on n1 are 4), and the other hosts in the order printed.
+struct LocalDiscovery {
+  int slots = 0;
+  std::vector<std::string> foreign;
+};
+LocalDiscovery split_local_hosts(const std::vector<HostSlots>& hosts, std::string_view self);
+
+// The first run decides how the job starts: its failure, bad output, a host that is not this one
+// (elastic mode starts processes on this host only for now) or no slot of this host throw
+// InputError naming `script` (ringrun exits 2). Returns this host's slots.
+int first_discovered_slots(const DiscoveryResult& result, std::string_view script, int slots_per_host,
+                           std::string_view self);
+
 // ---- Blacklist with cooldown (--blacklist-cooldown-range MIN MAX) ----------------------------
 
 // Horovod's limits: MIN at least 1 s, MAX at most 3600 s.

@@ -2,6 +2,8 @@
 // decisions (elastic_supervisor.hpp). Decisions are all elastic_coordinator.cpp's.
 #include "elastic_supervisor.hpp"
 
+#include "elastic_discovery.hpp"
+
 #include "supervisor_output.hpp"
 #include "supervisor_parts.hpp"
 
@@ -40,6 +42,7 @@ struct Process {
   pid_t pid = -1;
   bool running = false;
   std::optional<Clock::time_point> kill_at;  // SIGKILL then (after a SIGTERM)
+  std::optional<Clock::time_point> term_at;  // retired: SIGTERM then unless it exited by itself
 };
 
 // The slot's environment with what names the process replaced: its identity in the world it is
@@ -85,6 +88,8 @@ class ElasticJob {
   void read_signals(Clock::time_point now);
   void reap(Clock::time_point now);
   void poll_store(Clock::time_point now);
+  void run_discovery(Clock::time_point now);
+  void finish_discovery(Clock::time_point now);
   void read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of);
   int poll_timeout(Clock::time_point now) const;
   void step(Clock::time_point now);
@@ -117,6 +122,10 @@ class ElasticJob {
   int stopped_on_signal_ = 0;
   Clock::time_point next_store_poll_{};
   std::optional<Clock::time_point> drain_until_;
+  // The discovery script's run in progress. The script runs beside the loop (its pipe is one of
+  // the loop's fds, its exit comes on the signalfd) rather than at the 1 s tick with a bounded
+  // wait: a run may take seconds, and every rank's reset and output wait on this loop.
+  std::optional<DiscoveryRun> discovery_;
   std::optional<RankGuard> guard_;  // last: constructed once everything it needs exists
 };
 
@@ -180,6 +189,12 @@ void ElasticJob::apply(const ElasticActions& actions, Clock::time_point now) {
         ::kill(-process.pid, SIGTERM);
         process.kill_at = after_grace(now);
       }
+    } else if (const auto* r = std::get_if<RetireMember>(&action)) {
+      // Time to learn at its next commit that it was removed, reset and exit 0 by itself.
+      Process& process = processes_.at(r->id);
+      if (process.running && !process.term_at) process.term_at = after_grace(now);
+    } else if (const auto* n = std::get_if<Notice>(&action)) {
+      write_all(STDERR_FILENO, (n->line + "\n").data(), n->line.size() + 1);
     } else if (const auto* d = std::get_if<TombstoneAddress>(&action)) {
       tombstone(*d);
     } else if (const auto* e = std::get_if<EndJob>(&action)) {
@@ -291,6 +306,12 @@ void ElasticJob::reap(Clock::time_point now) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    if (discovery_ && pid == discovery_->pid()) {
+      discovery_->on_reaped(status);
+      guard_->unwatch(pid);
+      finish_discovery(now);
+      continue;
+    }
     for (auto& [id, p] : processes_) {
       if (p.pid != pid || !p.running) continue;
       p.running = false;
@@ -315,8 +336,31 @@ void ElasticJob::poll_store(Clock::time_point now) {
   apply(coordinator_.on_reset_request(world.epoch, leaving, now), now);
 }
 
+// The script is due and none runs: start it (its group is guarded like a rank's).
+void ElasticJob::run_discovery(Clock::time_point now) {
+  const std::optional<Clock::time_point> due = coordinator_.next_discovery();
+  if (discovery_ || !due || now < *due) return;
+  try {
+    discovery_.emplace(config_.discovery_script, exec_mask_, now);
+  } catch (const LaunchError& e) {
+    // No process or pipe to spare right now: a failed run like any other, retried in a second.
+    apply(coordinator_.on_discovery(DiscoveryResult{false, "", e.what()}, now), now);
+    return;
+  }
+  guard_->watch(discovery_->pid());
+}
+
+// The run ended (output closed and exit reaped, or the timeout): hand its result on.
+void ElasticJob::finish_discovery(Clock::time_point now) {
+  if (!discovery_) return;
+  const std::optional<DiscoveryResult> result = discovery_->result();
+  if (!result) return;
+  discovery_.reset();
+  apply(coordinator_.on_discovery(*result, now), now);
+}
+
 void ElasticJob::read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of) {
-  for (std::size_t k = 1; k < fds.size(); ++k) {
+  for (std::size_t k = 1; k <= stream_of.size(); ++k) {
     if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     Stream& s = streams_[stream_of[k - 1]];
     const ssize_t n = ::read(s.fd, chunk_.data(), chunk_.size());
@@ -336,8 +380,13 @@ int ElasticJob::poll_timeout(Clock::time_point now) const {
     if (t && (!next || *t < *next)) next = t;
   };
   if (!decided()) consider(next_store_poll_);
+  if (discovery_) consider(discovery_->deadline());
+  else if (!decided()) consider(coordinator_.next_discovery());
   for (const auto& [id, p] : processes_)
-    if (p.running) consider(p.kill_at);
+    if (p.running) {
+      consider(p.kill_at);
+      consider(p.term_at);
+    }
   consider(drain_until_);
   if (!next) return -1;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*next - now).count() + 1;
@@ -346,11 +395,22 @@ int ElasticJob::poll_timeout(Clock::time_point now) const {
 
 // What is due at `now`: SIGKILLs after the grace period, the drain's end, the store, the coordinator.
 void ElasticJob::step(Clock::time_point now) {
-  for (auto& [id, p] : processes_)
+  for (auto& [id, p] : processes_) {
     if (p.running && p.kill_at && now >= *p.kill_at) {
       ::kill(-p.pid, SIGKILL);
       p.kill_at.reset();
     }
+    if (p.running && p.term_at && now >= *p.term_at && !p.kill_at) {
+      ::kill(-p.pid, SIGTERM);  // a retired process that did not exit by itself
+      p.kill_at = after_grace(now);
+    }
+    if (p.kill_at || !p.running) p.term_at.reset();
+  }
+  if (discovery_ && now >= discovery_->deadline()) {
+    discovery_->kill_for_timeout();
+    guard_->unwatch(discovery_->pid());
+    finish_discovery(now);
+  }
   if (drain_until_ && now >= *drain_until_) {
     // Every process has exited but something they started still holds the pipes: end it.
     for (auto& [id, p] : processes_) ::kill(-p.pid, SIGKILL);
@@ -362,6 +422,7 @@ void ElasticJob::step(Clock::time_point now) {
       }
   }
   if (!decided() && now >= next_store_poll_) poll_store(now);
+  if (!decided()) run_discovery(now);
   if (!interrupted_by_) apply(coordinator_.on_tick(now), now);
   if (!decided() && running() == 0 && !coordinator_.next_deadline())
     apply({EndJob{1, "ringrun: elastic: no process is left and none is due to start; ending the job"}}, now);
@@ -378,6 +439,8 @@ int ElasticJob::run() {
         fds.push_back({streams_[i].fd, POLLIN, 0});
         stream_of.push_back(i);
       }
+    const bool reading_discovery = discovery_ && discovery_->fd() >= 0;
+    if (reading_discovery) fds.push_back({discovery_->fd(), POLLIN, 0});
     const bool idle = running() == 0 && decided();
     if (idle && stream_of.empty()) break;
     if (idle && !drain_until_) drain_until_ = Clock::now() + kDrain;
@@ -385,10 +448,15 @@ int ElasticJob::run() {
     if (ready < 0 && errno != EINTR) break;
     const Clock::time_point now = Clock::now();
     if (ready > 0) read_streams(fds, stream_of);
+    if (ready > 0 && reading_discovery && fds.back().revents) {
+      discovery_->read_some();
+      finish_discovery(now);
+    }
     if (ready > 0 && (fds[0].revents & POLLIN)) read_signals(now);
     step(now);
   }
   for (auto& [id, p] : processes_) ::kill(-p.pid, SIGKILL);
+  discovery_.reset();  // killed with its group and reaped: its result no longer matters
   guard_->release();
   return summary();
 }

@@ -1,7 +1,9 @@
 // Elastic mode's supervisor (issue 20, launcher side): the effects of elastic_coordinator.hpp's
 // decisions on this host. It starts one process per slot of the first world, watches exits
 // through its signalfd, polls the job's own store for reset requests and leave keys every 20 ms,
-// publishes each world there, starts the processes a world adds and stops those it ends. Output
+// runs --host-discovery-script every second (elastic_discovery.hpp), publishes each world there,
+// starts the processes a world adds, stops those it ends and those removed that outstay their
+// --grace-period. Output
 // is tagged [ID] (the process's id, which equals its rank in world 0) like supervise()'s.
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include "backend.hpp"
 #include "diagnostics.hpp"
+#include "elastic_discovery.hpp"
 #include "elastic_supervisor.hpp"
 #include "fact_cache.hpp"
 #include "interface_probe.hpp"
@@ -195,13 +196,42 @@ std::vector<std::string> topology_netdevs(const std::optional<topology::Topology
   return fabric;
 }
 
-// The coordinator's settings for a plan of this host's slots (-np = the slots).
-ElasticConfig elastic_config(const Invocation& inv, const Plan& plan) {
+// The first world and the plan's slots with --host-discovery-script.
+struct DiscoveredStart {
+  int start_np = 0;  // the first world's ranks: -np, else the script's slots up to --max-np
+  int slots = 0;     // the plan's: every slot the job may grow into (--max-np, else the larger count)
+};
+
+// The script's first run, before anything is planned: it sizes the plan (a slot the job grows into
+// needs its pinning from the plan) and its failure or another host ends the job with 2.
+DiscoveredStart discovered_start(const Invocation& inv, const std::string& self) {
+  const ElasticOptions& e = inv.elastic;
+  const int found = first_discovered_slots(run_discovery_script(*e.discovery_script), *e.discovery_script,
+                                           e.slots_per_host.value_or(0), self);
+  DiscoveredStart start;
+  start.start_np = std::min(found, inv.launch.num_proc ? *inv.launch.num_proc : e.max_np.value_or(found));
+  const int min_np = e.min_np.value_or(inv.launch.num_proc.value_or(1));
+  if (start.start_np < min_np)
+    throw InputError(fmt::format("--host-discovery-script '{}' : its first run offers {} slot{} of this host, below "
+                                 "the {} the job starts with (--min-np, else -np); print more slots or lower them",
+                                 *e.discovery_script, found, found == 1 ? "" : "s", min_np));
+  start.slots = e.max_np.value_or(std::max(found, inv.launch.num_proc.value_or(0)));
+  return start;
+}
+
+// The coordinator's settings for a plan of this host's slots (without a script, -np = the slots).
+ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_np, const std::string& self) {
   const ElasticOptions& e = inv.elastic;
   ElasticConfig config;
   config.host = plan.ranks.front().host;
   config.slots = static_cast<int>(plan.ranks.size());
-  config.min_np = std::min(e.min_np.value_or(config.slots), config.slots);
+  config.start_np = start_np > 0 ? std::min(start_np, config.slots) : config.slots;
+  config.min_np = std::min(e.min_np.value_or(config.start_np), config.start_np);
+  if (e.discovery_script) {
+    config.discovery_script = *e.discovery_script;
+    config.slots_per_host = e.slots_per_host.value_or(0);
+    config.self = self;
+  }
   config.max_np = e.max_np;
   config.reset_limit = e.reset_limit;
   if (e.cooldown_min_s) config.cooldown = CooldownRange{*e.cooldown_min_s, *e.cooldown_max_s};
@@ -301,6 +331,12 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
   // allows.
   inherit_visible_gpus(env, options.node);
+  int elastic_start_np = 0;  // 0: the plan's -np
+  if (inv.elastic.discovery_script && !inv.dry_run) {
+    const DiscoveredStart start = discovered_start(inv, self);
+    elastic_start_np = start.start_np;
+    options.num_proc = start.slots;
+  }
   if (!options.num_proc) {
     int gpus = 0;
     if (topo) gpus = static_cast<int>(topology::usable_gpu_count(*topo, options.node));
@@ -398,7 +434,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   std::vector<ProcessSpec> processes = backend->processes(plan, env);
   if (inv.elastic.enabled()) {
     // One process per slot of this host; the store is the one this function owns.
-    return run_elastic(processes, elastic_config(inv, plan), inv.supervisor,
+    return run_elastic(processes, elastic_config(inv, plan, elastic_start_np, self), inv.supervisor,
                        ElasticStoreAddress{"127.0.0.1", static_cast<std::uint16_t>(store_port), in.job_secret});
   }
   // A local job of MPI singletons is said once, after the summary, never silently; not twice

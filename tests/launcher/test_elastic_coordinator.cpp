@@ -322,3 +322,161 @@ TEST_CASE("configurations the command line cannot produce are refused") {
   cfg.max_np = 3;
   CHECK_THROWS_AS(ElasticCoordinator{cfg}, std::invalid_argument);
 }
+
+// ---- --host-discovery-script (this host only) ------------------------------------------------------
+
+namespace {
+
+// A job planned for `slots` slots (--max-np) that starts with `start_np`, fed by a script.
+ElasticConfig discovery_config(int slots, int start_np, int min_np) {
+  ElasticConfig c = config(slots, min_np);
+  c.start_np = start_np;
+  c.max_np = slots;
+  c.discovery_script = "disc";
+  c.self = "h.example";
+  return c;
+}
+
+DiscoveryResult printed(std::string output) { return DiscoveryResult{true, std::move(output), ""}; }
+DiscoveryResult failed(std::string error) { return DiscoveryResult{false, "", std::move(error)}; }
+
+std::vector<std::string> notices(const ElasticActions& actions) {
+  std::vector<std::string> out;
+  for (const auto& n : all_of<Notice>(actions)) out.push_back(n.line);
+  return out;
+}
+
+std::vector<std::uint64_t> retired(const ElasticActions& actions) {
+  std::vector<std::uint64_t> out;
+  for (const auto& r : all_of<RetireMember>(actions)) out.push_back(r.id);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("discovery: more slots of this host start new processes in a world with added=1") {
+  ElasticCoordinator c(discovery_config(4, 2, 2));
+  c.start(t0);
+  CHECK(c.next_discovery() == t0 + 1s);  // launch.cpp's run counts as the first
+  CHECK(c.on_discovery(printed("localhost:2\n"), t0 + 1s).empty());  // no change: no world
+  const ElasticActions grown = c.on_discovery(printed("h:3\n"), t0 + 2s);
+  const PublishedWorld world = published(grown);
+  CHECK(world.epoch == 1);
+  CHECK(world.added);
+  CHECK(world.ids == ids({0, 1, 2}));
+  const auto spawns = all_of<SpawnMember>(grown);
+  REQUIRE(spawns.size() == 1);
+  CHECK(spawns[0].id == 2);
+  CHECK(spawns[0].slot == SlotRef{"h", 2});
+  CHECK(spawns[0].epoch == 1);
+  CHECK(spawns[0].world_size == 3);
+  CHECK(line_of(grown) == "ringrun: elastic: host h offers 3 slots instead of 2; world 1 has 3 ranks; id 2 starts "
+                          "as rank 2");
+  CHECK(c.next_discovery() == t0 + 3s);
+}
+
+TEST_CASE("discovery: more slots than the plan's use the plan's, said once") {
+  ElasticCoordinator c(discovery_config(3, 2, 1));
+  c.start(t0);
+  const ElasticActions grown = c.on_discovery(printed("localhost:8\n"), t0 + 1s);
+  CHECK(published(grown).ids == ids({0, 1, 2}));
+  REQUIRE(notices(grown).size() == 1);
+  CHECK(notices(grown)[0].find("offers 8 slots but the job was planned for 3") != std::string::npos);
+  CHECK(notices(c.on_discovery(printed("localhost:9\n"), t0 + 2s)).empty());
+}
+
+TEST_CASE("discovery: fewer slots retire the highest slots' processes; their exit is no failure") {
+  ElasticCoordinator c(discovery_config(3, 3, 1));
+  c.start(t0);
+  const ElasticActions shrunk = c.on_discovery(printed("localhost:1\n"), t0 + 1s);
+  const PublishedWorld world = published(shrunk);
+  CHECK(world.epoch == 1);
+  CHECK_FALSE(world.added);
+  CHECK(world.ids == ids({0}));
+  CHECK(retired(shrunk) == ids({1, 2}));  // not terminated: they exit at their next commit
+  CHECK(terminated(shrunk).empty());
+  CHECK(line_of(shrunk) == "ringrun: elastic: host h offers 1 slot instead of 3; world 1 has 1 rank; ids 1, 2 are "
+                           "removed (exiting at their next commit)");
+  CHECK(c.on_exit(2, kExit0, false, t0 + 2s).empty());   // not the job's success: not in world 1
+  CHECK(c.on_exit(1, kKilled9, false, t0 + 2s).empty());  // not a failure: no new world, no blacklist
+  CHECK_FALSE(c.ended());
+  // The slots come back: new processes fill them (a blacklisted slot would stay empty).
+  const ElasticActions regrown = c.on_discovery(printed("localhost:3\n"), t0 + 3s);
+  CHECK(published(regrown).ids == ids({0, 3, 4}));
+}
+
+TEST_CASE("discovery: below --min-np the job waits --elastic-timeout, and goes on when slots return") {
+  ElasticConfig cfg = discovery_config(3, 3, 2);
+  cfg.elastic_timeout_s = 30;
+  ElasticCoordinator c(cfg);
+  c.start(t0);
+  CHECK(c.on_discovery(printed("localhost:1\n"), t0 + 1s).empty());  // waiting: no world
+  CHECK(c.next_deadline() == t0 + 31s);
+  const ElasticActions back = c.on_discovery(printed("localhost:2\n"), t0 + 5s);
+  CHECK(published(back).ids == ids({0, 1}));
+  CHECK(retired(back) == ids({2}));
+  CHECK_FALSE(c.next_deadline());
+
+  ElasticCoordinator d(cfg);
+  d.start(t0);
+  d.on_discovery(printed("localhost:1\n"), t0 + 1s);
+  const auto ends = all_of<EndJob>(d.on_tick(t0 + 31s));
+  REQUIRE(ends.size() == 1);
+  CHECK(ends[0].status == 1);
+  CHECK(ends[0].line.find("only 1 of the 2 slots --min-np needs") != std::string::npos);
+}
+
+TEST_CASE("discovery: a later failing run keeps the last slots, warned once per run of failures") {
+  ElasticCoordinator c(discovery_config(3, 2, 1));
+  c.start(t0);
+  const ElasticActions first = c.on_discovery(failed("exited with code 3"), t0 + 1s);
+  CHECK(all_of<PublishWorld>(first).empty());
+  CHECK(all_of<EndJob>(first).empty());
+  CHECK(notices(first) == std::vector<std::string>{"ringrun: elastic: --host-discovery-script 'disc' failed (exited "
+                                                   "with code 3); keeping this host's 2 slots and retrying every "
+                                                   "second"});
+  CHECK(c.next_discovery() == t0 + 2s);
+  CHECK(c.on_discovery(failed("exited with code 3"), t0 + 2s).empty());  // said once
+  // Bad output is a failure too; the slots stay.
+  CHECK(all_of<PublishWorld>(c.on_discovery(printed("localhost:0\n"), t0 + 3s)).empty());
+  CHECK(c.on_discovery(printed("localhost:2\n"), t0 + 4s).empty());  // success: nothing changed
+  CHECK(notices(c.on_discovery(failed("did not finish within 10 s"), t0 + 5s)).size() == 1);  // a new run of failures
+  CHECK(published(c.on_discovery(printed("localhost:3\n"), t0 + 6s)).ids == ids({0, 1, 2}));
+}
+
+TEST_CASE("discovery: a host that is not this one is ignored after the first run, said once") {
+  ElasticCoordinator c(discovery_config(4, 2, 1));
+  c.start(t0);
+  const ElasticActions actions = c.on_discovery(printed("localhost:2\nn7:4\n"), t0 + 1s);
+  CHECK(all_of<PublishWorld>(actions).empty());
+  CHECK(notices(actions) == std::vector<std::string>{"ringrun: elastic: --host-discovery-script 'disc' printed host "
+                                                     "'n7', which is not this host; ignored: elastic mode starts "
+                                                     "processes on this host only for now"});
+  CHECK(notices(c.on_discovery(printed("localhost:2\nn7:4\n"), t0 + 2s)).empty());
+  // The first label of this host's name is this host.
+  CHECK(published(c.on_discovery(printed("h:3\n"), t0 + 3s)).ids == ids({0, 1, 2}));
+}
+
+TEST_CASE("discovery: no script, no polls; after the end, no more") {
+  ElasticCoordinator plain(config(2, 1));
+  plain.start(t0);
+  CHECK_FALSE(plain.next_discovery());
+  CHECK(plain.on_discovery(printed("localhost:4\n"), t0 + 1s).empty());
+  ElasticCoordinator c(discovery_config(3, 2, 1));
+  c.start(t0);
+  c.on_exit(0, kExit0, false, t0);  // success: the job is finishing
+  CHECK_FALSE(c.next_discovery());
+  CHECK(c.on_discovery(printed("localhost:3\n"), t0 + 1s).empty());
+}
+
+TEST_CASE("discovery: a slot offered again while its retired process still exits is filled once it exited") {
+  ElasticCoordinator c(discovery_config(3, 3, 1));
+  c.start(t0);
+  CHECK(retired(c.on_discovery(printed("localhost:2\n"), t0 + 1s)) == ids({2}));
+  CHECK(all_of<PublishWorld>(c.on_discovery(printed("localhost:3\n"), t0 + 2s)).empty());  // slot 2 still held
+  const ElasticActions refilled = c.on_exit(2, kExit0, false, t0 + 3s);
+  CHECK(published(refilled).ids == ids({0, 1, 3}));
+  CHECK(published(refilled).added);
+  CHECK(line_of(refilled) == "ringrun: elastic: id 2 (host h) exited, freeing slot 2; world 2 has 3 ranks; id 3 "
+                             "starts as rank 2");
+}

@@ -415,3 +415,28 @@ TEST_CASE("discovery polls: the first failure ends the job, later ones keep the 
   CHECK_FALSE(poll.failing_since());
   CHECK(poll.on_result(false, t0 + 5s).warn);
 }
+
+TEST_CASE("discovery: this host's names, and the first run's verdict") {
+  CHECK(names_this_host("localhost", "n1.example.org"));
+  CHECK(names_this_host("127.0.0.1", "n1.example.org"));
+  CHECK(names_this_host("n1.example.org", "n1.example.org"));
+  CHECK(names_this_host("n1", "n1.example.org"));
+  CHECK_FALSE(names_this_host("n2", "n1.example.org"));
+  CHECK_FALSE(names_this_host("n1.example", "n1.example.org"));
+  const LocalDiscovery split = split_local_hosts({{"localhost", 2, {}}, {"n7", 4, {}}, {"n1", 1, {}}}, "n1");
+  CHECK(split.slots == 3);
+  CHECK(split.foreign == std::vector<std::string>{"n7"});
+
+  CHECK(first_discovered_slots(DiscoveryResult{true, "localhost\n", ""}, "d.sh", 3, "n1") == 3);
+  CHECK(error_of([] { first_discovered_slots(DiscoveryResult{false, "", "exited with code 3"}, "d.sh", 0, "n1"); }) ==
+        "--host-discovery-script 'd.sh' : its first run exited with code 3; fix it to print host[:slots] lines and "
+        "exit 0");
+  CHECK(error_of([] { first_discovered_slots(DiscoveryResult{true, "localhost:2\nn7:4\n", ""}, "d.sh", 0, "n1"); }) ==
+        "--host-discovery-script 'd.sh' : host 'n7' is not this host, and elastic mode starts processes on this host "
+        "only for now (per-node SLURM steps are later work); print only this host's slots, e.g. localhost:4");
+  CHECK(error_of([] { first_discovered_slots(DiscoveryResult{true, "\n", ""}, "d.sh", 0, "n1"); }) ==
+        "--host-discovery-script 'd.sh' : its first run printed no slot of this host; print this host's slots, e.g. "
+        "localhost:4");
+  CHECK(error_of([] { first_discovered_slots(DiscoveryResult{true, "localhost\n", ""}, "d.sh", 0, "n1"); })
+            .find("line 1 'localhost' : no slot count and no --slots-per-host") != std::string::npos);
+}

@@ -19,7 +19,7 @@ struct UsageError : std::runtime_error {
 struct ElasticOptions {
   std::optional<int> min_np;                      // --min-np (default: -np)
   std::optional<int> max_np;                      // --max-np (default: no limit)
-  std::optional<std::string> discovery_script;    // --host-discovery-script (refused for now)
+  std::optional<std::string> discovery_script;    // --host-discovery-script (this host only)
   std::optional<int> slots_per_host;              // --slots-per-host (with the script)
   std::optional<int> reset_limit;                 // --reset-limit (default: no limit)
   std::optional<int> cooldown_min_s, cooldown_max_s;  // --blacklist-cooldown-range MIN MAX
