@@ -11,26 +11,7 @@ case_name=$2
 ringrun=$build/bin/ringrun
 rank=$build/tests/runtime_elastic_rank
 work=$(mktemp -d /tmp/ringrun-discovery.XXXXXX)
-cleanup() {
-  pkill -9 -f "$work" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL [$case_name]: $*" >&2
-  echo "--- stdout"; cat "$work/out" 2>/dev/null; echo "--- stderr"; cat "$work/err" 2>/dev/null
-  exit 1
-}
-expect_rc() { [ "$1" -eq "$2" ] || fail "exit status $1, expected $2 ${3:-}"; }
-has_line() { grep -qE "^$1\$" "$work/$2" || fail "no line matching '$1' in $2"; }
-count_lines() { grep -cE "^$1\$" "$work/$2"; }
-no_process_left() {
-  for _ in $(seq 60); do
-    pgrep -f "$work" >/dev/null || return 0
-    sleep 0.05
-  done
-  fail "processes left: $(pgrep -af "$work")"
-}
+source "$(dirname "$0")/elastic_case.sh"
 # Waits (up to 30 s: ranks start slowly on a loaded host) until `count` lines match in stdout.
 wait_for() {
   for _ in $(seq 600); do

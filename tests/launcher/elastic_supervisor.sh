@@ -12,30 +12,8 @@ ringrun=$build/bin/ringrun
 python=$(command -v /usr/bin/python3 || command -v python3)
 store="$python -S -E $(cd "$(dirname "$0")" && pwd)/elastic_store.py"
 work=$(mktemp -d /tmp/ringrun-elastic.XXXXXX)
-cleanup() {
-  pkill -9 -f "$work" 2>/dev/null
-  for f in "$work"/pids/*; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL [$case_name]: $*" >&2
-  echo "--- stdout"; cat "$work/out" 2>/dev/null; echo "--- stderr"; cat "$work/err" 2>/dev/null
-  exit 1
-}
-expect_rc() { [ "$1" -eq "$2" ] || fail "exit status $1, expected $2 ${3:-}"; }
-has_line() { grep -qE "^$1\$" "$work/$2" || fail "no line matching '$1' in $2"; }
+source "$(dirname "$0")/elastic_case.sh"
 elastic_lines() { grep -c '^ringrun: elastic:' "$work/err"; }
-no_process_left() {
-  for _ in $(seq 60); do
-    local alive=0
-    pgrep -f "$work" >/dev/null && alive=1
-    for f in "$work"/pids/*; do [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1; done
-    [ $alive -eq 0 ] && return 0
-    sleep 0.05
-  done
-  fail "processes left: $(pgrep -af "$work") $(for f in "$work"/pids/*; do [ -f "$f" ] && ps -o pid=,args= -p "$(cat "$f")"; done)"
-}
 # The rank program: $work/rank.sh, run by sh so that its command line names $work.
 # `barrier N`: wait until N ranks called it (so that none ends the job before the others read).
 rank() {
