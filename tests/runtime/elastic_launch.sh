@@ -42,7 +42,8 @@ same_process() {
 }
 no_leak_after_finalize() {
   for id in "$@"; do
-    [ "$(field "$id" FINAL '' threads)" = 1 ] || fail "id $id has $(field "$id" FINAL '' threads) threads after finalize"
+    [ "$(field "$id" FINAL '' threads)" = "$(field "$id" START '' threads)" ] ||
+      fail "id $id has $(field "$id" FINAL '' threads) threads after finalize, $(field "$id" START '' threads) before init"
     [ "$(field "$id" FINAL '' sockets)" = 0 ] || fail "id $id has sockets open after finalize"
     [ "$(field "$id" FINAL '' fds)" = "$(field "$id" START '' fds)" ] || fail "id $id leaks file descriptors"
   done

@@ -7,8 +7,27 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
+
+#if defined(__SANITIZE_THREAD__)
+#define RINGRUN_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RINGRUN_TEST_TSAN 1
+#endif
+#endif
 
 namespace ringrun::test {
+
+#ifdef RINGRUN_TEST_TSAN
+// ThreadSanitizer starts a background thread of its own with the process's first thread, and it
+// lives as long as the process: start it at load time, so that counts taken before the runtime's
+// first thread and after its last compare alike.
+inline const bool kSanitizerThreadStarted = [] {
+  std::thread([] {}).join();
+  return true;
+}();
+#endif
 
 struct ProcessCounts {
   int threads = 0;
