@@ -2,7 +2,6 @@
 // the engine starts, named async ops from two threads in a per-rank shuffled order, synchronous
 // calls while the engine runs, ringrun_test polling, and ringrun_finalize with an op pending.
 // Prints "engine rank R: ok" and exits 0, or prints what failed and exits 1.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "process_counts.hpp"
 #include "ringrun/ringrun.h"
 
 namespace {
@@ -24,27 +24,10 @@ int fail(const std::string& what) {
   return 1;
 }
 
-// Threads of this process, and descriptors that are sockets.
-void count_threads_and_sockets(int& threads, int& sockets) {
-  threads = sockets = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++threads;
-    closedir(d);
-  }
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (dirent* e = readdir(d)) {
-      char target[256] = {};
-      std::string path = std::string("/proc/self/fd/") + e->d_name;
-      if (readlink(path.c_str(), target, sizeof target - 1) > 0 && std::strncmp(target, "socket:", 7) == 0) ++sockets;
-    }
-    closedir(d);
-  }
-}
-
 }  // namespace
 
 int main() {
+  const ringrun::test::ProcessCounts at_start = ringrun::test::process_counts();
   if (ringrun_init() != RINGRUN_OK) return fail("ringrun_init");
   g_rank = ringrun_rank();
   const int size = ringrun_size();
@@ -124,10 +107,10 @@ int main() {
   if (ringrun_allreduce(&lonely, &lonely, 1, RINGRUN_FLOAT32, RINGRUN_SUM) != RINGRUN_ERR_NOT_INITIALIZED)
     return fail("sync call after finalize");
 
-  int threads = 0, sockets = 0;
-  count_threads_and_sockets(threads, sockets);
-  if (threads != 1 || sockets != 0)
-    return fail("after finalize: " + std::to_string(threads) + " threads, " + std::to_string(sockets) + " sockets");
+  const ringrun::test::ProcessCounts after = ringrun::test::process_counts();
+  if (after.threads != at_start.threads || after.sockets != 0)
+    return fail("after finalize: " + std::to_string(after.threads) + " threads (" + std::to_string(at_start.threads) +
+                " before init), " + std::to_string(after.sockets) + " sockets");
   std::printf("engine rank %d: ok\n", g_rank);
   return 0;
 }
