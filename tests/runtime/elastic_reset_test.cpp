@@ -29,8 +29,8 @@
 #include "ringrun/elastic_wire.hpp"
 #include "ringrun/runtime.hpp"
 #include "ringrun/store.hpp"
+#include "spawned_process.hpp"
 
-extern char** environ;
 
 namespace {
 
@@ -96,7 +96,7 @@ class ElasticJob {
   void spawn(std::uint64_t id, int epoch, const std::vector<std::string>& args) {
     Child& child = children_[id];
     child.output = std::string(RINGRUN_BINARY_DIR) + "/tests/elastic_reset." + name_ + "." + std::to_string(id) + ".out";
-    std::vector<std::string> env = clean_environment();
+    std::vector<std::string> env = ringrun::test::clean_environment();
     env.push_back("RINGRUN_STORE_ADDR=127.0.0.1:" + std::to_string(server_.port()));
     env.push_back("RINGRUN_JOB_SECRET=" + kSecret);
     env.push_back("RINGRUN_ELASTIC_ID=" + std::to_string(id));
@@ -158,38 +158,8 @@ class ElasticJob {
     std::string output;
   };
 
-  static std::vector<std::string> clean_environment() {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string entry = *e;
-      // Start clean of launcher variables of whatever runs the tests.
-      if (entry.rfind("RINGRUN_", 0) == 0 || entry.rfind("OMPI_", 0) == 0 || entry.rfind("PMIX_", 0) == 0 ||
-          entry.rfind("SLURM_", 0) == 0 || entry.rfind("MASTER_", 0) == 0)
-        continue;
-      env.push_back(entry);
-    }
-    return env;
-  }
-
   pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& out) {
-    std::vector<char*> args, envp;
-    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    posix_spawnattr_t attributes;
-    posix_spawnattr_init(&attributes);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attributes, pgid_ > 0 ? pgid_ : 0);  // the first child leads the group
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, args[0], &actions, &attributes, args.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attributes);
-    REQUIRE_MESSAGE(rc == 0, "cannot start ", argv[0], ": ", std::strerror(rc));
+    const pid_t pid = ringrun::test::spawn_to_file(argv, env, out, pgid_ > 0 ? pgid_ : 0);  // the first leads the group
     if (pgid_ <= 0) pgid_ = pid;
     return pid;
   }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "free_port.hpp"
+#include "spawned_process.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,7 +20,6 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
 
 namespace {
 
@@ -32,32 +32,11 @@ struct Result {
   std::string output;
 };
 
-// Runs argv with extra environment, output to a file; returns exit code (128+signal) and output.
+// Runs argv with extra environment, output to a file.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, const std::string& out) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string entry = *e;
-    // Start clean of launcher variables of whatever runs the tests.
-    if (entry.rfind("RINGRUN_", 0) == 0 || entry.rfind("OMPI_", 0) == 0 || entry.rfind("PMIX_", 0) == 0 ||
-        entry.rfind("SLURM_", 0) == 0 || entry.rfind("MASTER_", 0) == 0)
-      continue;
-    env.push_back(entry);
-  }
+  std::vector<std::string> env = ringrun::test::clean_environment();
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> args, envp;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE_MESSAGE(rc == 0, "cannot start ", argv[0]);
-  return pid;
+  return ringrun::test::spawn_to_file(argv, env, out);
 }
 
 Result wait_for(pid_t pid, const std::string& out) {

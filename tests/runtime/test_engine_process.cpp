@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "free_port.hpp"
+#include "spawned_process.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -15,34 +16,15 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
 
 namespace {
 
 using ringrun::test::free_port;
 
 pid_t spawn(const std::string& program, const std::vector<std::string>& extra_env, const std::string& out) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string entry = *e;
-    if (entry.rfind("RINGRUN_", 0) == 0 || entry.rfind("OMPI_", 0) == 0 || entry.rfind("PMIX_", 0) == 0 ||
-        entry.rfind("SLURM_", 0) == 0 || entry.rfind("MASTER_", 0) == 0)
-      continue;
-    env.push_back(entry);
-  }
+  std::vector<std::string> env = ringrun::test::clean_environment();
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> args{const_cast<char*>(program.c_str()), nullptr}, envp;
-  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE_MESSAGE(rc == 0, "cannot start ", program);
-  return pid;
+  return ringrun::test::spawn_to_file({program}, env, out);
 }
 
 }  // namespace
