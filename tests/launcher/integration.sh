@@ -274,6 +274,16 @@ mpirun_backend)
   [ $? -ne 0 ] || fail "a killed rank under mpirun exited 0"
   grep -qE "^ringrun: rank 1 \(host [^)]+\) was killed by signal 9; stopped 1 other rank$" "$work/err" ||
     fail "summary (signal; mpirun's whole stderr follows): $(cat "$work/err")"
+  # A rank that leaves a child holding its stdout: mpirun waits for that pipe's EOF, so the shim's
+  # forwarder stops waiting once the rank has exited and the pipe is quiet (before: 45 s here).
+  start=$SECONDS
+  timeout 60 "$ringrun" --launcher mpirun -np 1 -H localhost:1 sh -c 'sleep 45.125 & echo "last line"' \
+    >"$work/out" 2>"$work/err"
+  rc=$? elapsed=$((SECONDS - start))
+  pkill -f '^sleep 45[.]125$'
+  expect_rc $rc 0 "$(cat "$work/err")"
+  ((elapsed < 30)) || fail "the job waited ${elapsed} s for its rank's orphan"
+  grep -qx '\[0\]<stdout>:last line' "$work/out" || fail "orphan case lost the last line: $(cat "$work/out")"
   ;;
 subcommands)
   # topo: the table and JSON of a real machine's export, and the slots of -np ranks.
