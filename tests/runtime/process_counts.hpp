@@ -9,13 +9,7 @@
 #include <string>
 #include <thread>
 
-#if defined(__SANITIZE_THREAD__)
-#define RINGRUN_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RINGRUN_TEST_TSAN 1
-#endif
-#endif
+#include "sanitizer_build.hpp"
 
 namespace ringrun::test {
 
