@@ -137,7 +137,8 @@ std::optional<DiscoveryResult> DiscoveryRun::result() const {
 DiscoveryResult run_discovery_script(const std::string& script) {
   sigset_t mask;
   ::pthread_sigmask(SIG_SETMASK, nullptr, &mask);
-  DiscoveryRun run(script, mask, std::chrono::steady_clock::now());
+  // Not ringrun's own mask (main() blocks the supervisor's signals): the script's is the caller's.
+  DiscoveryRun run(script, exec_signal_mask(mask), std::chrono::steady_clock::now());
   for (;;) {
     if (auto r = run.result()) return *r;
     const auto now = std::chrono::steady_clock::now();
@@ -157,6 +158,64 @@ DiscoveryResult run_discovery_script(const std::string& script) {
     if (done == run.pid()) run.on_reaped(status);
     else ::usleep(10'000);  // output ended; the script is still exiting
   }
+}
+
+namespace {
+
+void tell(const std::string& line) {
+  const std::string text = line + "\n";
+  (void)!::write(STDERR_FILENO, text.data(), text.size());
+}
+
+// Sleeps until `until` (at most a second), or throws LaunchError (128+signal) for SIGINT, SIGTERM
+// or SIGHUP: main() blocked them, so they wait here as pending signals and nothing has started.
+void pause_for_next_run(SteadyTime until) {
+  const sigset_t signals = supervisor_signals();
+  for (;;) {
+    const auto left = until - std::chrono::steady_clock::now();
+    if (left <= SteadyTime::duration::zero()) return;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const timespec wait{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    const int sig = ::sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+      throw LaunchError(fmt::format("ringrun: elastic: {} while waiting for --min-np slots; no process started",
+                                    ::sigabbrev_np(sig) ? fmt::format("SIG{}", ::sigabbrev_np(sig)) : "a signal"),
+                        128 + sig);
+  }
+}
+
+}  // namespace
+
+int wait_for_start_slots(const std::string& script, int slots_per_host, const std::string& self, int min_np,
+                         double timeout_s) {
+  int found = first_discovered_slots(run_discovery_script(script), script, slots_per_host, self);
+  if (found >= min_np) return found;
+  const std::string origin = fmt::format("--host-discovery-script '{}'", script);
+  tell(fmt::format("ringrun: elastic: {} offers {} slot{} of this host, fewer than the {} the job starts with "
+                   "(--min-np, else -np); waiting up to {} s (--elastic-timeout) for more",
+                   origin, found, found == 1 ? "" : "s", min_np, timeout_s));
+  const SteadyTime give_up = std::chrono::steady_clock::now() +
+                             std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(timeout_s));
+  bool failing = false;
+  while (found < min_np) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (now >= give_up)
+      throw LaunchError(fmt::format("ringrun: elastic: {}; no process started",
+                                    elastic_timeout_message(found, min_np, timeout_s)),
+                        1);
+    pause_for_next_run(std::min(give_up, now + std::chrono::seconds(1)));
+    const DiscoveryResult result = run_discovery_script(script);
+    try {
+      if (!result.ok) throw InputError(result.error);
+      // Other hosts are left out, as in later runs; the first run refused them.
+      found = split_local_hosts(parse_discovered_hosts(result.output, slots_per_host, origin), self).slots;
+      failing = false;
+    } catch (const InputError& e) {
+      if (!failing) tell(fmt::format("ringrun: elastic: {} failed ({}); retrying every second", origin, e.what()));
+      failing = true;
+    }
+  }
+  return found;
 }
 
 }  // namespace ringrun

@@ -54,4 +54,13 @@ class DiscoveryRun {
 // Runs the script to the end (launch.cpp's first run, before anything starts).
 DiscoveryResult run_discovery_script(const std::string& script);
 
+// The job's start: runs the script until it offers at least `min_np` of this host's slots, once a
+// second for at most `timeout_s` (--elastic-timeout; Horovod's wait_for_available_slots), saying
+// so in one line when the first run offers fewer. The first run's failure or another host throw
+// InputError (exit 2); later failures are retried (one line per run of failures); running out of
+// time throws LaunchError (exit 1), SIGINT/SIGTERM/SIGHUP LaunchError (128+signal). Returns the
+// slots found.
+int wait_for_start_slots(const std::string& script, int slots_per_host, const std::string& self, int min_np,
+                         double timeout_s);
+
 }  // namespace ringrun

@@ -101,10 +101,6 @@ int first_discovered_slots(const DiscoveryResult& result, std::string_view scrip
                                  "only for now (per-node SLURM steps are later work); print only this host's "
                                  "slots, e.g. localhost:4",
                                  origin, found.foreign.front()));
-  if (found.slots == 0)
-    throw InputError(fmt::format("{} : its first run printed no slot of this host; print this host's slots, e.g. "
-                                 "localhost:4",
-                                 origin));
   return found.slots;
 }
 

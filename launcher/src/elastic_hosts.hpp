@@ -57,9 +57,9 @@ struct LocalDiscovery {
 };
 LocalDiscovery split_local_hosts(const std::vector<HostSlots>& hosts, std::string_view self);
 
-// The first run decides how the job starts: its failure, bad output, a host that is not this one
-// (elastic mode starts processes on this host only for now) or no slot of this host throw
-// InputError naming `script` (ringrun exits 2). Returns this host's slots.
+// The first run decides how the job starts: its failure, bad output or a host that is not this one
+// (elastic mode starts processes on this host only for now) throw InputError naming `script`
+// (ringrun exits 2). Returns this host's slots (0 included: the job waits for --min-np of them).
 int first_discovered_slots(const DiscoveryResult& result, std::string_view script, int slots_per_host,
                            std::string_view self);
 

@@ -202,19 +202,15 @@ struct DiscoveredStart {
   int slots = 0;     // the plan's: every slot the job may grow into (--max-np, else the larger count)
 };
 
-// The script's first run, before anything is planned: it sizes the plan (a slot the job grows into
-// needs its pinning from the plan) and its failure or another host ends the job with 2.
+// The script's first runs, before anything is planned: they size the plan (a slot the job grows
+// into needs its pinning from the plan); fewer slots than --min-np wait up to --elastic-timeout.
 DiscoveredStart discovered_start(const Invocation& inv, const std::string& self) {
   const ElasticOptions& e = inv.elastic;
-  const int found = first_discovered_slots(run_discovery_script(*e.discovery_script), *e.discovery_script,
-                                           e.slots_per_host.value_or(0), self);
+  const int min_np = e.min_np.value_or(inv.launch.num_proc.value_or(1));
+  const int found =
+      wait_for_start_slots(*e.discovery_script, e.slots_per_host.value_or(0), self, min_np, e.elastic_timeout_s);
   DiscoveredStart start;
   start.start_np = std::min(found, inv.launch.num_proc ? *inv.launch.num_proc : e.max_np.value_or(found));
-  const int min_np = e.min_np.value_or(inv.launch.num_proc.value_or(1));
-  if (start.start_np < min_np)
-    throw InputError(fmt::format("--host-discovery-script '{}' : its first run offers {} slot{} of this host, below "
-                                 "the {} the job starts with (--min-np, else -np); print more slots or lower them",
-                                 *e.discovery_script, found, found == 1 ? "" : "s", min_np));
   start.slots = e.max_np.value_or(std::max(found, inv.launch.num_proc.value_or(0)));
   return start;
 }

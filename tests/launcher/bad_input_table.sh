@@ -97,7 +97,6 @@ row "--host-discovery-script '' : names no program; give a script that prints ho
 row "--host-discovery-script 'exit 3' : its first run exited with code 3; fix it to print host[:slots] lines and exit 0" -- --host-discovery-script 'exit 3' prog
 row "--host-discovery-script 'echo n1.invalid:2' : host 'n1.invalid' is not this host, and elastic mode starts processes on this host only for now (per-node SLURM steps are later work); print only this host's slots, e.g. localhost:4" -- --host-discovery-script 'echo n1.invalid:2' prog
 row "--host-discovery-script 'echo localhost' line 1 'localhost' : no slot count and no --slots-per-host (print localhost:SLOTS or pass --slots-per-host N)" -- --host-discovery-script 'echo localhost' prog
-row "--host-discovery-script 'echo localhost:1' : its first run offers 1 slot of this host, below the 2 the job starts with (--min-np, else -np); print more slots or lower them" -- --min-np 2 --host-discovery-script 'echo localhost:1' prog
 # SLURM variables.
 slurm_fix="SLURM_* variables come from sbatch/salloc/srun: run there, or unset SLURM_JOB_ID to run without SLURM"
 row "SLURM_JOB_NODELIST='n[1-' : '[' without ']' at column 2; $slurm_fix" SLURM_JOB_ID=5 'SLURM_JOB_NODELIST=n[1-' SLURM_TASKS_PER_NODE=4 -- prog

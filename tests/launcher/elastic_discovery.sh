@@ -69,6 +69,46 @@ shrink)
   for id in 0 1; do has_line "\[$id\]<stdout>:DONE id=$id epoch=1 rank=$id size=2 step=[0-9]+" out; done
   no_process_left
   ;;
+start_wait)
+  # The first run offers 1 slot, --min-np 2: one line, no process, runs every second; 2 slots
+  # appear and the job starts with them and ends 0.
+  echo localhost:1 >"$work/hosts"
+  "$ringrun" --min-np 2 --elastic-timeout 30 --host-discovery-script "$discover" sh -c 'echo "rank $RINGRUN_RANK of $RINGRUN_SIZE"; sleep 0.5 # '"$work" \
+    >"$work/out" 2>"$work/err" &
+  rr=$!
+  for _ in $(seq 100); do [ -s "$work/err" ] && break; sleep 0.05; done
+  has_line "ringrun: elastic: --host-discovery-script '$discover' offers 1 slot of this host, fewer than the 2 the job starts with \(--min-np, else -np\); waiting up to 30 s \(--elastic-timeout\) for more" err
+  sleep 1.5
+  [ -s "$work/out" ] && fail "a rank started below --min-np: $(cat "$work/out")"
+  echo localhost:2 >"$work/hosts"
+  wait $rr
+  expect_rc $? 0
+  for r in 0 1; do has_line "\[$r\]<stdout>:rank $r of 2" out; done
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "expected one line on stderr: $(cat "$work/err")"
+  no_process_left
+  ;;
+start_timeout)
+  # Never enough slots (and a failing run on the way, said once): after --elastic-timeout one
+  # line, exit 1, nothing started. SIGTERM during the wait ends it at once with 143.
+  printf '%s\n' "n=\$(cat $work/n 2>/dev/null || echo 0); echo \$((n+1)) >$work/n" \
+    'case $n in 1|2) exit 5 ;; *) echo localhost:1 ;; esac' >"$work/discover.sh"
+  "$ringrun" --min-np 3 --elastic-timeout 4 --host-discovery-script "$discover" sh "$work/rank.sh" 5 \
+    >"$work/out" 2>"$work/err"
+  expect_rc $? 1
+  has_line "ringrun: elastic: --host-discovery-script '$discover' failed \(exited with code 5\); retrying every second" err
+  has_line "ringrun: elastic: only 1 of the 3 slots --min-np needs became available within --elastic-timeout 4 s; add hosts or slots, lower --min-np or raise --elastic-timeout; no process started" err
+  [ "$(wc -l <"$work/err")" -eq 3 ] || fail "expected three lines: $(cat "$work/err")"
+  [ -s "$work/out" ] && fail "a rank started"
+  "$ringrun" --min-np 3 --elastic-timeout 60 --host-discovery-script "$discover" sh "$work/rank.sh" 5 \
+    >"$work/out" 2>"$work/err" &
+  rr=$!
+  for _ in $(seq 100); do [ -s "$work/err" ] && break; sleep 0.05; done
+  kill -TERM $rr
+  wait $rr
+  expect_rc $? 143
+  has_line "ringrun: elastic: SIGTERM while waiting for --min-np slots; no process started" err
+  no_process_left
+  ;;
 first_failure)
   # The first run fails: a misconfiguration, one line, exit 2, nothing started.
   printf '%s\n' "echo broken >&2; exit 3 # $work" >"$work/discover.sh"
