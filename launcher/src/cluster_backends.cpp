@@ -1,6 +1,7 @@
 // The srun and mpirun backends: one launcher process whose tasks are `ringrun task`, the task
 // shim, which plans its own node from its own topology and execs the program.
 #include "backend.hpp"
+#include "python_package.hpp"
 #include "srun_cache.hpp"
 
 #include <ringrun/slurm.hpp>
@@ -14,13 +15,6 @@ namespace ringrun {
 std::unique_ptr<Backend> make_local_backend();
 
 namespace {
-
-std::string self_executable() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "ringrun";
-  return std::string(buf, static_cast<std::size_t>(n));
-}
 
 // How many of the plan's ranks each of its hosts runs, in host order.
 std::vector<int> ranks_per_host(const Plan& plan) {
@@ -63,7 +57,7 @@ EnvironmentMap shared_environment(const Plan& plan, const LaunchOptions& options
 }
 
 std::vector<std::string> shim_tail(const Plan& plan) {
-  std::vector<std::string> tail = {self_executable(), "task", "--"};
+  std::vector<std::string> tail = {executable_path().string(), "task", "--"};
   tail.insert(tail.end(), plan.command.begin(), plan.command.end());
   return tail;
 }

@@ -1,6 +1,7 @@
 // The probing half of the diagnostics: files, sysfs, dlopen, child processes (run without a
 // shell). Everything found here becomes plain facts for the pure checks in diagnostics_checks.cpp.
 #include "diagnostics.hpp"
+#include "python_package.hpp"
 
 #include <ringrun/slurm.hpp>
 #include <ringrun/topology.hpp>
@@ -268,12 +269,6 @@ std::optional<std::string> mpirun_version(const std::optional<std::string>& mpir
   return first_line(result->output);
 }
 
-fs::path self_executable() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path("ringrun") : self;
-}
-
 HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options) {
   HostFacts facts;
   facts.env = env;
@@ -366,7 +361,7 @@ int run_doctor_all_nodes(const Environment& env, const DoctorOptions& options) {
                                    fmt::format("--ntasks={}", hosts.size()),
                                    "--ntasks-per-node=1",
                                    "--label",
-                                   self_executable().string()};
+                                   executable_path().string()};
   if (options.network_interface) {
     argv.push_back("--network-interface");
     argv.push_back(*options.network_interface);
@@ -432,7 +427,7 @@ int run_check_build(const Environment& env) {
   facts.version = RINGRUN_VERSION;
 
   // The runtime library programs link, next to this executable (build tree or install prefix).
-  fs::path bin_dir = self_executable().parent_path();
+  fs::path bin_dir = executable_path().parent_path();
   fs::path lib_dir_default = (bin_dir / ".." / "lib").lexically_normal();
   std::vector<fs::path> candidates;
   for (const char* lib_dir : {"lib", "lib64"}) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,6 +52,21 @@ std::optional<std::string> private_cache_dir() {
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 022) != 0)
     return std::nullopt;
   return dir;
+}
+
+void remove_stale_cache_files(const std::string& dir, const std::string& prefix, long max_age_s) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  const time_t oldest = ::time(nullptr) - max_age_s;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::string_view(e->d_name).substr(0, prefix.size()) != prefix) continue;
+    struct stat st{};
+    // Relative to the directory: a name swapped for a link in between is not followed.
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        st.st_mtime < oldest)
+      ::unlinkat(::dirfd(d), e->d_name, 0);
+  }
+  ::closedir(d);
 }
 
 std::optional<std::string> file_identity(const std::string& path) {

@@ -16,6 +16,11 @@ namespace ringrun {
 // nobody else may write (then nothing is cached).
 std::optional<std::string> private_cache_dir();
 
+// Removes the files of `dir` whose names start with `prefix` and that were last written more
+// than `max_age_s` seconds ago: per-job answers (interfaces-JOB-HASH) would otherwise pile up,
+// one per job, for as long as /tmp lives.
+void remove_stale_cache_files(const std::string& dir, const std::string& prefix, long max_age_s);
+
 // "path inode size mtime" of a file (stat, links followed), or nullopt when it cannot be read.
 std::optional<std::string> file_identity(const std::string& path);
 

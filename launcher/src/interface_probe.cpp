@@ -1,6 +1,7 @@
 #include "interface_probe.hpp"
 
 #include "fact_cache.hpp"
+#include "python_package.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -184,13 +185,6 @@ std::string shell_words(const std::vector<std::string>& argv) {
 
 namespace {
 
-std::string self_executable() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "ringrun";
-  return std::string(buf, static_cast<std::size_t>(n));
-}
-
 // /tmp/ringrun-UID/interfaces-JOB-HASH: the probe output of one job's host list.
 std::optional<std::string> cache_path(const std::vector<std::string>& hosts, const Environment& env) {
   auto job = env.find("SLURM_JOB_ID");
@@ -340,7 +334,7 @@ std::vector<std::string> probe_argv(const std::vector<std::string>& hosts, bool 
 
 SharedChoice probe_shared_interface(const std::vector<std::string>& hosts, bool in_slurm, const Environment& env,
                                     bool verbose) {
-  std::vector<std::string> argv = probe_argv(hosts, in_slurm, self_executable());
+  std::vector<std::string> argv = probe_argv(hosts, in_slurm, executable_path().string());
   std::optional<std::string> cache = in_slurm ? cache_path(hosts, env) : std::nullopt;
   std::string output;
   bool cached = false;
@@ -373,6 +367,8 @@ SharedChoice probe_shared_interface(const std::vector<std::string>& hosts, bool 
     std::string tmp = *cache + fmt::format(".{}", ::getpid());
     std::ofstream(tmp) << output;
     std::rename(tmp.c_str(), cache->c_str());
+    // Older jobs' answers: a job still running after two days probes its hosts once more.
+    remove_stale_cache_files(cache->substr(0, cache->rfind('/')), "interfaces-", 2 * 24 * 3600);
   }
   SharedChoice choice = choose_shared_interface(nodes);
   if (verbose) {

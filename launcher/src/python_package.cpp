@@ -16,11 +16,13 @@ std::optional<std::string> find_python_package_dir(const fs::path& bin_dir) {
   return std::nullopt;
 }
 
-fs::path executable_dir() {
+fs::path executable_path() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path() : exe.parent_path();
+  return ec ? fs::path("ringrun") : exe;
 }
+
+fs::path executable_dir() { return executable_path().parent_path(); }
 
 std::string python_package_candidates(const fs::path& bin_dir) {
   return fmt::format("{} or {}", (bin_dir / ".." / "python").lexically_normal().string(),

@@ -14,7 +14,11 @@ namespace ringrun {
 // neither (a build without the binding). Normalized, without a trailing slash.
 std::optional<std::string> find_python_package_dir(const std::filesystem::path& bin_dir);
 
-// The directory of this executable (/proc/self/exe, symlinks resolved); empty when unreadable.
+// This executable (/proc/self/exe, symlinks resolved): what ranks and probe steps run as the task
+// shim; "ringrun" (looked up on PATH) when unreadable.
+std::filesystem::path executable_path();
+
+// The directory of this executable; empty when /proc/self/exe is unreadable.
 std::filesystem::path executable_dir();
 
 // The two candidates find_python_package_dir looks at, for messages ("A or B").

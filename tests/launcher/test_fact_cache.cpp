@@ -98,3 +98,23 @@ TEST_CASE("the cached NCCL version is the one a dlopen finds, and names the libr
   }
   CHECK(named);
 }
+
+TEST_CASE("stale per-job answers are removed by age and prefix; other files and links are left") {
+  const fs::path dir = fs::temp_directory_path() / ("ringrun-prune-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name) { std::ofstream(dir / name) << "x\n"; };
+  write("interfaces-7-old");
+  write("interfaces-8-new");
+  write("topology-old");
+  const auto three_days_ago = fs::file_time_type::clock::now() - std::chrono::hours(72);
+  fs::last_write_time(dir / "interfaces-7-old", three_days_ago);
+  fs::last_write_time(dir / "topology-old", three_days_ago);
+  fs::create_symlink(dir / "topology-old", dir / "interfaces-9-link");
+  remove_stale_cache_files(dir.string(), "interfaces-", 2 * 24 * 3600);
+  CHECK_FALSE(fs::exists(dir / "interfaces-7-old"));
+  CHECK(fs::exists(dir / "interfaces-8-new"));
+  CHECK(fs::exists(dir / "topology-old"));                 // another prefix
+  CHECK(fs::is_symlink(dir / "interfaces-9-link"));        // a link, not followed nor removed
+  remove_stale_cache_files((dir / "missing").string(), "interfaces-", 0);  // no folder: nothing
+  fs::remove_all(dir);
+}
