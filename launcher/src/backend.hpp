@@ -18,6 +18,13 @@ class Backend {
                                            const Environment& env) const = 0;
   // The processes to start, with their complete environments.
   virtual std::vector<ProcessSpec> processes(const Plan& plan, const Environment& env) const = 0;
+  // Elastic mode's slots, one process each by the plan's rank (after command()): the local
+  // backend's ranks; srun's one-task step per slot on its node (`srun --nodes=1 --ntasks=1
+  // --nodelist=HOST --overlap ... ringrun task`), whose task shim plans the slot it is given in
+  // RINGRUN_ELASTIC_SLOT.
+  virtual std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const {
+    return processes(plan, env);
+  }
 };
 
 std::unique_ptr<Backend> make_backend(LauncherKind kind);

@@ -122,16 +122,15 @@ void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::ve
     throw UsageError(fmt::format("--slots-per-host {} : applies to the hosts --host-discovery-script prints; give the "
                                  "script or drop --slots-per-host",
                                  *e.slots_per_host));
-  if (launcher == "srun" || launcher == "mpirun")
-    throw UsageError(fmt::format("--launcher {} : elastic mode runs on this host only for now; use --launcher local "
-                                 "(or drop --min-np/--max-np)",
-                                 launcher));
+  if (launcher == "mpirun")
+    throw UsageError("--launcher mpirun : elastic mode starts its processes on this host or, inside a SLURM "
+                     "allocation, by srun; use --launcher local or srun (or drop --min-np/--max-np)");
   if (e.min_np && e.max_np && *e.max_np < *e.min_np)
     throw UsageError(fmt::format("--max-np {} : below --min-np {}; give --max-np at least {}", *e.max_np, *e.min_np,
                                  *e.min_np));
-  // horovodrun: -np is what the job starts with, --min-np defaults to it. With a discovery script,
-  // no -np starts with the slots its first run finds (launch.cpp), up to --max-np.
-  if (!launch.num_proc && e.min_np && !e.discovery_script) launch.num_proc = e.min_np;
+  // horovodrun: -np is what the job starts with, --min-np defaults to it. Without -np, launch.cpp
+  // starts with --min-np on this host, with the slots a discovery script's first run finds, or
+  // with the SLURM allocation's slots, up to --max-np.
   if (const auto np = launch.num_proc) {
     if (e.min_np && e.max_np && (*np < *e.min_np || *np > *e.max_np))
       throw UsageError(fmt::format("-np {} : outside --min-np {} to --max-np {}; give -np from {} to {}", *np,

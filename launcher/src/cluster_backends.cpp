@@ -103,7 +103,8 @@ class SrunBackend final : public ClusterBackend {
     // The task shim pins each rank from the topology, so srun must not bind as well. Under
     // TaskPlugin=task/none srun binds nothing and warns about any --cpu-bind: ask only where
     // the cluster's configuration can bind.
-    if (srun_offers_cpu_bind(cached_slurm_task_plugin(env))) argv.push_back("--cpu-bind=none");
+    cpu_bind_none_ = srun_offers_cpu_bind(cached_slurm_task_plugin(env));
+    if (cpu_bind_none_) argv.push_back("--cpu-bind=none");
     argv.push_back("--label");  // whose record follows (rank_output.hpp)
     // PMIx for MPI programs launched directly (ringrun's runtime meets through ringrun's store):
     // --srun-mpi pmix always, none never, auto where srun offers it.
@@ -128,11 +129,44 @@ class SrunBackend final : public ClusterBackend {
           break;
         }
     }
-    auto tail = shim_tail(plan);
-    argv.insert(argv.end(), tail.begin(), tail.end());
+    shim_ = shim_tail(plan);  // plan.command becomes srun's own after this call
+    argv.insert(argv.end(), shim_.begin(), shim_.end());
     return argv;
   }
   OutputRetag retag() const override { return OutputRetag::srun_label; }
+
+  // A step per member (after command()): one that fails or is lost ends alone, and its node's other steps go on.
+  // --overlap: the steps share the job's CPUs and GPUs on the node (the shim pins each slot).
+  std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
+    Environment base = env;
+    base.erase("SLURM_NTASKS_PER_NODE");  // the job's, which a one-task step cannot honour
+    auto path = env.find("PATH");
+    const std::string srun = resolve_program("srun", path != env.end() ? path->second : "/usr/bin:/bin");
+    std::vector<ProcessSpec> out;
+    for (const RankSlot& r : plan.ranks) {
+      ProcessSpec p;
+      p.rank = r.rank;
+      p.host = r.host;
+      p.label = "srun";
+      p.argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + r.host, "--overlap", "--kill-on-bad-exit=1",
+                "--quiet"};
+      if (cpu_bind_none_) p.argv.push_back("--cpu-bind=none");
+      p.argv.push_back("--label");
+      p.argv.insert(p.argv.end(), shim_.begin(), shim_.end());
+      EnvironmentMap member = shared_;
+      member["RINGRUN_ELASTIC_SLOT"] = std::to_string(r.rank);
+      p.env = merge_environment(base, member);
+      p.executable = srun;
+      p.stdin_inherit = r.rank == 0;
+      p.retag = OutputRetag::srun_label;
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+ private:
+  mutable bool cpu_bind_none_ = false;
+  mutable std::vector<std::string> shim_;  // `ringrun task -- PROGRAM...`
 };
 
 class MpirunBackend final : public ClusterBackend {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 namespace ringrun {
@@ -39,17 +40,43 @@ std::string retired_text(const std::vector<std::uint64_t>& ids) {
                      fmt::join(ids, ", "), ids.size() == 1 ? "is" : "are", ids.size() == 1 ? "its" : "their");
 }
 
+// ringrun's own node query (launch.cpp): the job's nodes, `---`, the drained ones. Each node
+// listed and not drained offers all of its plan's slots (more than any plan has; capped later).
+std::vector<HostSlots> usable_job_nodes(std::string_view output) {
+  const std::size_t mark = output.find("\n---\n");
+  if (mark == std::string_view::npos && !output.starts_with("---\n"))
+    throw InputError("the job's node list (squeue) : no '---' line after the nodes; is squeue or scontrol a wrapper?");
+  const std::size_t split = mark == std::string_view::npos ? 0 : mark + 1;
+  constexpr int kAll = std::numeric_limits<int>::max();
+  std::vector<HostSlots> nodes = parse_discovered_hosts(output.substr(0, split), kAll, "the job's node list (squeue)");
+  std::set<std::string, std::less<>> drained;
+  for (const HostSlots& h : parse_discovered_hosts(output.substr(split + 4), kAll, "the drained nodes (sinfo)"))
+    drained.insert(h.name);
+  std::erase_if(nodes, [&](const HostSlots& h) { return drained.count(h.name) > 0; });
+  return nodes;
+}
+
 }  // namespace
+
+int ElasticConfig::capacity() const {
+  long long n = 0;
+  for (const HostSlots& h : hosts) n += h.slots;
+  return static_cast<int>(std::min<long long>(n, std::numeric_limits<int>::max()));
+}
 
 ElasticCoordinator::ElasticCoordinator(ElasticConfig config)
     : config_(std::move(config)), blacklist_(config_.cooldown, config_.seed) {
-  if (config_.start_np == 0) config_.start_np = config_.slots;
-  if (config_.slots < 1 || config_.min_np < 1 || config_.min_np > config_.start_np ||
-      config_.start_np > config_.slots ||
-      (config_.max_np && *config_.max_np < config_.slots) || config_.elastic_timeout_s <= 0)
-    throw std::invalid_argument(fmt::format("elastic configuration: slots {} with min_np {} and max_np {} is not a "
-                                            "valid start",
-                                            config_.slots, config_.min_np, config_.max_np.value_or(-1)));
+  const int capacity = config_.capacity();
+  if (config_.start_np == 0) config_.start_np = capacity;
+  const bool hosts_ok = !config_.hosts.empty() && std::ranges::all_of(config_.hosts, [](const HostSlots& h) {
+    return h.slots >= 1;
+  });
+  if (!hosts_ok || config_.min_np < 1 || config_.min_np > config_.start_np || config_.start_np > capacity ||
+      (config_.max_np && *config_.max_np < capacity) || config_.elastic_timeout_s <= 0)
+    throw std::invalid_argument(fmt::format("elastic configuration: {} slots on {} hosts with min_np {} and max_np {} "
+                                            "is not a valid start",
+                                            capacity, config_.hosts.size(), config_.min_np,
+                                            config_.max_np.value_or(-1)));
 }
 
 std::string ElasticCoordinator::slot_key(const SlotRef& slot) const { return fmt::format("{}#{}", slot.host, slot.slot); }
@@ -69,7 +96,12 @@ std::vector<std::uint64_t> ElasticCoordinator::running_members() const {
 }
 
 ElasticActions ElasticCoordinator::start(SteadyTime now) {
-  offered_slots_ = config_.start_np;
+  // The first world's slots: the hosts' in plan order, start_np in all.
+  int left = config_.start_np;
+  for (const HostSlots& h : config_.hosts) {
+    offered_.push_back(std::min(left, h.slots));
+    left -= offered_.back();
+  }
   if (!config_.discovery_script.empty()) discovery_poll_.on_result(true, now);  // launch.cpp's run
   const ElasticWorld world = assign_elastic_world(world_inputs(now));
   if (world.outcome != ElasticWorld::Outcome::formed)
@@ -86,7 +118,8 @@ ElasticWorldInputs ElasticCoordinator::world_inputs(SteadyTime now) const {
     in.previous.push_back(m.slot);
     if (!m.running || m.leaving) in.exited.insert(static_cast<int>(r));
   }
-  in.usable = {HostSlots{config_.host, offered_slots_, {}}};
+  for (std::size_t h = 0; h < config_.hosts.size(); ++h)
+    if (offered_[h] > 0) in.usable.push_back(HostSlots{config_.hosts[h].name, offered_[h], {}});
   for (const auto& [id, m] : members_)
     if (m.leaving || (m.running && store::elastic::rank_of(newest_, id) < 0)) in.held_back.push_back(m.slot);
   for (const auto& [key, slot] : failed_slots_)
@@ -187,7 +220,8 @@ ElasticActions ElasticCoordinator::end_job(int status, std::string line, const s
   return out;
 }
 
-ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bool leave_posted, SteadyTime now) {
+ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bool leave_posted, SteadyTime now,
+                                           std::string_view lost) {
   auto it = members_.find(id);
   if (it == members_.end() || !it->second.running) return {};
   Member& m = it->second;
@@ -196,7 +230,7 @@ ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bo
   m.leaving = m.leaving || leave_posted;
   if (ended()) return {};
   const int epoch = newest_.epoch, rank = store::elastic::rank_of(newest_, id);
-  const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0 && lost.empty();
   if (!m.leaving && !m.retired && !success) {
     const std::string key = slot_key(m.slot);
     blacklist_.record_failure(key, now);
@@ -218,9 +252,9 @@ ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bo
     settle_until_.reset();
     out.emplace_back(EndJob{0, ""});
   } else {
-    out = reform(Cause{fmt::format("{} {}", who, m.leaving ? "left" : describe_status(wait_status)),
-                       exit_code_of(wait_status)},
-                 now, false);
+    const std::string what = m.leaving ? "left" : !lost.empty() ? std::string(lost) : describe_status(wait_status);
+    const int status = lost.empty() ? exit_code_of(wait_status) : 1;
+    out = reform(Cause{fmt::format("{} {}", who, what), status}, now, false);
   }
   out.emplace_back(TombstoneAddress{epoch, rank});
   return out;
@@ -256,11 +290,19 @@ ElasticActions ElasticCoordinator::on_tick(SteadyTime now) {
   if (ended()) return {};
   const std::vector<std::string> released = blacklist_.release_expired(now);
   if (!released.empty()) {
-    std::vector<int> slots;
-    for (const std::string& key : released) slots.push_back(failed_slots_.at(key).slot);
-    const Cause cause{fmt::format("{} {} of host {} {} back after {} cooldown", slots.size() == 1 ? "slot" : "slots",
-                                  fmt::join(slots, ", "), config_.host, slots.size() == 1 ? "is" : "are",
-                                  slots.size() == 1 ? "its" : "their"),
+    // "slots 1, 2 of host n1 and slot 0 of host n2 are back after their cooldown"
+    std::vector<std::pair<std::string, std::vector<int>>> by_host;
+    for (const std::string& key : released) {
+      const SlotRef& slot = failed_slots_.at(key);
+      if (by_host.empty() || by_host.back().first != slot.host) by_host.emplace_back(slot.host, std::vector<int>{});
+      by_host.back().second.push_back(slot.slot);
+    }
+    std::vector<std::string> parts;
+    for (const auto& [host, slots] : by_host)
+      parts.push_back(fmt::format("{} {} of host {}", slots.size() == 1 ? "slot" : "slots", fmt::join(slots, ", "), host));
+    const bool one = released.size() == 1;
+    const Cause cause{fmt::format("{} {} back after {} cooldown", fmt::join(parts, " and "), one ? "is" : "are",
+                                  one ? "its" : "their"),
                       0};
     if (ElasticActions out = reform(cause, now, false); !out.empty()) return out;
   }
@@ -286,49 +328,90 @@ ElasticActions ElasticCoordinator::on_interrupt(const std::string& reason) {
   return out;
 }
 
-ElasticActions ElasticCoordinator::on_discovery(const DiscoveryResult& result, SteadyTime now) {
-  if (config_.discovery_script.empty() || ended()) return {};
-  std::optional<LocalDiscovery> found;
+std::string ElasticCoordinator::discovery_name() const {
+  if (config_.allocation_discovery) return "the job's node list (squeue)";
+  return fmt::format("--host-discovery-script '{}'", config_.discovery_script);
+}
+
+std::optional<std::size_t> ElasticCoordinator::plan_host(const std::string& printed) const {
+  for (std::size_t h = 0; h < config_.hosts.size(); ++h)
+    if (config_.hosts[h].name == printed) return h;
+  // On one host, any name of this host is the plan's host (localhost, the short name...).
+  if (config_.hosts.size() == 1 && names_this_host(printed, config_.self)) return 0;
+  return std::nullopt;
+}
+
+std::optional<std::vector<int>> ElasticCoordinator::offered_by(const DiscoveryResult& result, ElasticActions& out) {
+  std::vector<HostSlots> printed;
   std::string error = result.error;
-  if (result.ok) {
+  bool ok = result.ok;
+  if (ok) {
     try {
-      const std::string origin = fmt::format("--host-discovery-script '{}'", config_.discovery_script);
-      found = split_local_hosts(parse_discovered_hosts(result.output, config_.slots_per_host, origin), config_.self);
+      if (config_.allocation_discovery) {
+        printed = usable_job_nodes(result.output);
+      } else {
+        printed = parse_discovered_hosts(result.output, config_.slots_per_host, discovery_name());
+      }
     } catch (const InputError& e) {
       error = e.what();
+      ok = false;
     }
   }
-  const DiscoveryPollPolicy::Decision decision = discovery_poll_.on_result(found.has_value(), now);
+  if (!ok) {
+    last_discovery_error_ = error;
+    return std::nullopt;
+  }
+  std::vector<long long> found(config_.hosts.size(), 0);
+  for (const HostSlots& host : printed) {
+    if (const std::optional<std::size_t> h = plan_host(host.name)) {
+      found[*h] += host.slots;
+    } else if (foreign_told_.insert(host.name).second) {
+      out.emplace_back(Notice{fmt::format("ringrun: elastic: {} printed host '{}', which is not {}; ignored: the "
+                                          "job's hosts are planned at its start",
+                                          discovery_name(), host.name,
+                                          config_.hosts.size() == 1 ? "this host" : "one of the job's hosts")});
+    }
+  }
+  std::vector<int> offered(config_.hosts.size(), 0);
+  for (std::size_t h = 0; h < config_.hosts.size(); ++h) {
+    const int planned = config_.hosts[h].slots;
+    if (found[h] > planned && !config_.allocation_discovery && capacity_told_.insert(config_.hosts[h].name).second)
+      out.emplace_back(Notice{fmt::format("ringrun: elastic: host {} offers {} slots but the job was planned for {} "
+                                          "there (--max-np, else -np or the script's first count); give --max-np {} "
+                                          "to use them",
+                                          config_.hosts[h].name, found[h], planned,
+                                          config_.capacity() - planned + found[h])});
+    offered[h] = static_cast<int>(std::min<long long>(found[h], planned));
+  }
+  return offered;
+}
+
+ElasticActions ElasticCoordinator::on_discovery(const DiscoveryResult& result, SteadyTime now) {
+  if (config_.discovery_script.empty() || ended()) return {};
   ElasticActions out;
-  if (!found) {
+  const std::optional<std::vector<int>> offered = offered_by(result, out);
+  const DiscoveryPollPolicy::Decision decision = discovery_poll_.on_result(offered.has_value(), now);
+  if (!offered) {
     // start() counted launch.cpp's first run, so a failure here is a later one: keep the slots.
+    int kept = 0;
+    for (int n : offered_) kept += n;
     if (decision.warn)
-      out.emplace_back(Notice{fmt::format("ringrun: elastic: --host-discovery-script '{}' failed ({}); keeping this "
-                                          "host's {} and retrying every second",
-                                          config_.discovery_script, error,
-                                          plural(static_cast<std::size_t>(offered_slots_), "slot", "slots"))});
+      out.emplace_back(Notice{fmt::format("ringrun: elastic: {} failed ({}); keeping {} {} and retrying every "
+                                          "second",
+                                          discovery_name(), last_discovery_error_,
+                                          config_.hosts.size() == 1 ? "this host's" : "the hosts'",
+                                          plural(static_cast<std::size_t>(kept), "slot", "slots"))});
     return out;
   }
-  for (const std::string& host : found->foreign)
-    if (foreign_told_.insert(host).second)
-      out.emplace_back(Notice{fmt::format("ringrun: elastic: --host-discovery-script '{}' printed host '{}', which "
-                                          "is not this host; ignored: elastic mode starts processes on this host only "
-                                          "for now",
-                                          config_.discovery_script, host)});
-  if (found->slots > config_.slots && !capacity_told_) {
-    capacity_told_ = true;
-    out.emplace_back(Notice{fmt::format("ringrun: elastic: this host offers {} slots but the job was planned for {} "
-                                        "(--max-np, else -np or the script's first count); give --max-np {} to use "
-                                        "them",
-                                        found->slots, config_.slots, found->slots)});
-  }
-  const int slots = std::min(found->slots, config_.slots);
-  if (slots == offered_slots_) return out;
-  const Cause cause{fmt::format("host {} offers {} instead of {}", config_.host,
-                                plural(static_cast<std::size_t>(slots), "slot", "slots"), offered_slots_),
-                    1};
-  offered_slots_ = slots;
-  for (ElasticAction& action : reform(cause, now, false)) out.push_back(std::move(action));
+  if (*offered == offered_) return out;
+  std::vector<std::string> changes;
+  for (std::size_t h = 0; h < offered_.size(); ++h)
+    if ((*offered)[h] != offered_[h])
+      changes.push_back(fmt::format("host {} offers {} instead of {}", config_.hosts[h].name,
+                                    plural(static_cast<std::size_t>((*offered)[h]), "slot", "slots"), offered_[h]));
+  offered_ = *offered;
+  for (ElasticAction& action : reform(Cause{fmt::format("{}", fmt::join(changes, ", ")), 1}, now, false))
+    out.push_back(std::move(action));
   return out;
 }
 

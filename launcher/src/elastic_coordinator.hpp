@@ -25,9 +25,11 @@
 namespace ringrun {
 
 struct ElasticConfig {
-  std::string host;                      // this host, as the plan names it
-  int slots = 1;                         // its slots (the plan's ranks): slot i is the plan's rank i
-  int start_np = 0;                      // the first world's ranks (0: `slots`)
+  // The plan's hosts in its order, each with the ranks the plan gave it: slot i of host h is the
+  // plan's rank (the slots of the hosts before h) + i. One host for a job on this host; the
+  // allocation's nodes inside SLURM.
+  std::vector<HostSlots> hosts;
+  int start_np = 0;                      // the first world's ranks, the hosts' slots in order (0: all)
   int min_np = 1;                        // --min-np
   std::optional<int> max_np;             // --max-np
   std::optional<int> reset_limit;        // --reset-limit
@@ -36,10 +38,18 @@ struct ElasticConfig {
   double grace_period_s = 10;            // --grace-period: how long the others may finish after a success
   std::uint64_t seed = 0;                // the cooldowns' jitter
   // --host-discovery-script (empty: none): the slots on offer follow its runs (on_discovery),
-  // at most `slots`; its first run (launch.cpp's, which sized the plan) offered start_np or more.
+  // at most the plan's slots of each host; its first run (launch.cpp's, which sized the plan)
+  // offered start_np or more.
   std::string discovery_script;
   int slots_per_host = 0;                // --slots-per-host (0: not given)
   std::string self;                      // gethostname: which names the script prints are this host
+  // The script is ringrun's own query of the SLURM job's nodes: one name per line, then `---` and
+  // the drained ones. A node listed and not drained offers all of its plan's slots; it is named
+  // "the job's node list" in notices.
+  bool allocation_discovery = false;
+
+  // Every host's slots: the most ranks a world can have.
+  int capacity() const;
 };
 
 // Write world_key(world.epoch) and latest_key(), then print `line` (when not empty) on stderr.
@@ -98,7 +108,9 @@ class ElasticCoordinator {
   // The first world: ids 0..slots-1 as ranks 0..slots-1 (epoch 0).
   ElasticActions start(SteadyTime now);
   // Member `id` ended with `wait_status` (waitpid's); `leave_posted`: its leave key was set.
-  ElasticActions on_exit(std::uint64_t id, int wait_status, bool leave_posted, SteadyTime now);
+  // `lost` (not empty): it failed whatever its status said, for this reason ("lost its node ...").
+  ElasticActions on_exit(std::uint64_t id, int wait_status, bool leave_posted, SteadyTime now,
+                         std::string_view lost = {});
   // A member of world `epoch` posted its reset key; `leaving`: the members of the newest world
   // whose leave key is set. Requests for any but the newest world are stale and ignored.
   ElasticActions on_reset_request(int epoch, const std::vector<std::uint64_t>& leaving, SteadyTime now);
@@ -109,9 +121,9 @@ class ElasticCoordinator {
   ElasticActions on_interrupt(const std::string& reason);
   // A run of --host-discovery-script ended at `now`. Its first run was launch.cpp's (start()
   // counts it); a later failure or bad output keeps the slots on offer (warned once per run of
-  // failures), a host that is not this one is ignored (said once). More or fewer slots of this
-  // host than on offer re-form the world: processes start in new slots, those in slots no longer
-  // offered (highest first) are retired, below --min-np the job waits --elastic-timeout.
+  // failures), a host that is not one of the plan's is ignored (said once). More or fewer slots
+  // of a host than on offer re-form the world: processes start in new slots, those in slots no
+  // longer offered (highest first) are retired, below --min-np the job waits --elastic-timeout.
   ElasticActions on_discovery(const DiscoveryResult& result, SteadyTime now);
   // When the script is due to run again; nullopt without one, or once the job's end is decided.
   std::optional<SteadyTime> next_discovery() const;
@@ -148,6 +160,11 @@ class ElasticCoordinator {
   ElasticActions end_job(int status, std::string line, const std::string& reason);
   void publish_end(ElasticActions& out, const std::string& reason);
   std::string member_text(std::uint64_t id) const;
+  std::string discovery_name() const;
+  // The plan's host that `printed` (a discovery line's host) names; nullopt when none does.
+  std::optional<std::size_t> plan_host(const std::string& printed) const;
+  // Each plan host's slots as `result` offers them (capped), with notices; nullopt for a failed run.
+  std::optional<std::vector<int>> offered_by(const DiscoveryResult& result, ElasticActions& out);
   std::string slot_key(const SlotRef& slot) const;
 
   ElasticConfig config_;
@@ -163,10 +180,11 @@ class ElasticCoordinator {
   std::optional<Cause> wait_cause_;            // waiting: what started the wait
   std::optional<SteadyTime> finish_deadline_;  // finishing: stop the others then
   std::optional<SteadyTime> settle_until_;     // a reset request that changed nothing, answered then
-  int offered_slots_ = 0;                      // this host's slots on offer (at most config_.slots)
+  std::vector<int> offered_;                   // each host's slots on offer (at most its plan's)
   DiscoveryPollPolicy discovery_poll_;
-  std::set<std::string> foreign_told_;         // hosts not this one, said once each
-  bool capacity_told_ = false;                 // said once: the script offers more than `slots`
+  std::set<std::string> foreign_told_;         // hosts not in the plan, said once each
+  std::string last_discovery_error_;           // why the last run of the script failed
+  std::set<std::string> capacity_told_;        // hosts offered beyond their plan's slots, said once each
 };
 
 }  // namespace ringrun

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 namespace ringrun {
 namespace {
@@ -43,6 +44,7 @@ struct Process {
   bool running = false;
   std::optional<Clock::time_point> kill_at;  // SIGKILL then (after a SIGTERM)
   std::optional<Clock::time_point> term_at;  // retired: SIGTERM then unless it exited by itself
+  ReportedFailure reported;                   // its srun step's own lines (a node failure)
 };
 
 // The slot's environment with what names the process replaced: its identity in the world it is
@@ -82,6 +84,7 @@ class ElasticJob {
   void open_output_files();
   void apply(const ElasticActions& actions, Clock::time_point now);
   void spawn(const SpawnMember& s);
+  std::size_t plan_rank(const SlotRef& slot) const;
   void publish(const PublishWorld& p);
   void tombstone(const TombstoneAddress& t);
   int signal_running(int sig, std::optional<Clock::time_point> kill_at);
@@ -219,7 +222,7 @@ void ElasticJob::tombstone(const TombstoneAddress& t) {
 }
 
 void ElasticJob::spawn(const SpawnMember& s) {
-  const ProcessSpec& slot = slots_.at(static_cast<std::size_t>(s.slot.slot));
+  const ProcessSpec& slot = slots_.at(plan_rank(s.slot));
   Process& process = processes_[s.id];
   process.spec = slot;
   process.spec.rank = static_cast<int>(s.id);  // its output's tag and its --output-filename folder
@@ -256,8 +259,22 @@ void ElasticJob::spawn(const SpawnMember& s) {
   const std::string label = fmt::format("[{}]", s.id);
   RankFiles* files = options_.output_directory ? &files_ : nullptr;
   const int tag = static_cast<int>(s.id);
-  streams_.emplace_back(out[0], STDOUT_FILENO, tag, label, OutputRetag::none, options_.tag_output, files, nullptr);
-  streams_.emplace_back(err[0], STDERR_FILENO, tag, label, OutputRetag::none, options_.tag_output, files, nullptr);
+  // A member started by its own srun step writes records (rank_output.hpp) under srun's tag.
+  streams_.emplace_back(out[0], STDOUT_FILENO, tag, label, process.spec.retag, options_.tag_output, files, nullptr);
+  streams_.back().single_task = true;
+  streams_.emplace_back(err[0], STDERR_FILENO, tag, label, process.spec.retag, options_.tag_output, files,
+                        process.spec.retag == OutputRetag::none ? nullptr : &process.reported);
+  streams_.back().single_task = true;
+}
+
+// The plan's rank of a slot: the slots of the hosts before its host, plus its index there.
+std::size_t ElasticJob::plan_rank(const SlotRef& slot) const {
+  std::size_t first = 0;
+  for (const HostSlots& host : config_.hosts) {
+    if (host.name == slot.host) return first + static_cast<std::size_t>(slot.slot);
+    first += static_cast<std::size_t>(host.slots);
+  }
+  throw std::logic_error("elastic: slot of a host not in the plan: " + slot.host);
 }
 
 // Nothing may be left running when a process cannot be started: the job ends with the error.
@@ -319,7 +336,10 @@ void ElasticJob::reap(Clock::time_point now) {
       ::kill(-pid, SIGKILL);
       guard_->unwatch(pid);
       const bool leave_posted = client_.try_get(wire::leave_key(id)).has_value();
-      apply(coordinator_.on_exit(id, status, leave_posted, now), now);
+      // srun exits 0 when the node under its task fails: that is no success of the member.
+      std::string lost;
+      if (p.reported.failed_node) lost = fmt::format("lost its node (srun: Node failure on {})", *p.reported.failed_node);
+      apply(coordinator_.on_exit(id, status, leave_posted, now, lost), now);
       break;
     }
   }

@@ -215,17 +215,52 @@ DiscoveredStart discovered_start(const Invocation& inv, const std::string& self)
   return start;
 }
 
+// Elastic mode starts its processes itself: on this host, or inside a SLURM allocation one srun
+// step per process, following the job's node list.
+void require_elastic_launcher(const Invocation& inv, LauncherKind launcher, const Allocation& alloc) {
+  if (launcher == LauncherKind::local) return;
+  if (launcher != LauncherKind::srun || alloc.source != AllocationSource::slurm_env)
+    throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host or inside a SLURM allocation "
+                                 "(sbatch/salloc), but this job would start its ranks with {}; run this host's slots "
+                                 "with --launcher local, or the allocation's with --launcher srun inside it",
+                                 to_string(launcher)));
+  if (inv.elastic.discovery_script)
+    throw InputError(fmt::format("--host-discovery-script '{}' : inside a SLURM allocation elastic mode follows the "
+                                 "job's own nodes (squeue); leave the script out, or run with --launcher local",
+                                 *inv.elastic.discovery_script));
+}
+
+// Inside a SLURM allocation: the job's nodes as squeue has them now (a DOWN node leaves the list;
+// SLURM_JOB_NODELIST never changes), one name per line, then a line `---` and those of them an
+// administrator drains (sinfo), which Slurm leaves in the job (ElasticConfig::allocation_discovery).
+// Empty output is a failure, not "no nodes": scontrol would fall back to SLURM_JOB_NODELIST.
+std::string allocation_node_query(const Environment& env) {
+  auto job = env.find("SLURM_JOB_ID");
+  return fmt::format("l=$(squeue -h -j {} -o %N) && [ -n \"$l\" ] && d=$(sinfo -h -N -n \"$l\" -t drain -o %N) && "
+                     "scontrol show hostnames \"$l\" && echo --- && echo \"$d\" | sort -u",
+                     job == env.end() ? "\"$SLURM_JOB_ID\"" : job->second);
+}
+
 // The coordinator's settings for a plan of this host's slots (without a script, -np = the slots).
-ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_np, const std::string& self) {
+ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_np, const std::string& self,
+                             const Environment& plan_env) {
   const ElasticOptions& e = inv.elastic;
   ElasticConfig config;
-  config.host = plan.ranks.front().host;
-  config.slots = static_cast<int>(plan.ranks.size());
-  config.start_np = start_np > 0 ? std::min(start_np, config.slots) : config.slots;
+  for (const RankSlot& r : plan.ranks) {
+    if (config.hosts.empty() || config.hosts.back().name != r.host) config.hosts.push_back(HostSlots{r.host, 0, {}});
+    ++config.hosts.back().slots;
+  }
+  const int slots = config.capacity();
+  config.start_np = start_np > 0 ? std::min(start_np, slots) : slots;
   config.min_np = std::min(e.min_np.value_or(config.start_np), config.start_np);
   if (e.discovery_script) {
     config.discovery_script = *e.discovery_script;
     config.slots_per_host = e.slots_per_host.value_or(0);
+    config.self = self;
+  }
+  if (plan.launcher == LauncherKind::srun) {
+    config.discovery_script = allocation_node_query(plan_env);
+    config.allocation_discovery = true;
     config.self = self;
   }
   config.max_np = e.max_np;
@@ -302,10 +337,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     options.launcher = launcher_for_mpi_program(options.launcher, options.program, env, mpi_notes, mpi_warnings);
     mpi_on_this_host = options.launcher == LauncherKind::mpirun;
   }
-  if (inv.elastic.enabled() && options.launcher != LauncherKind::local)
-    throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host only for now, but this job would "
-                                 "start its ranks with {}; run this host's slots with --launcher local",
-                                 to_string(options.launcher)));
+  if (inv.elastic.enabled()) require_elastic_launcher(inv, options.launcher, alloc);
   // Every host named before anything starts on one (mpirun's ssh would report them one by one).
   if (!inv.dry_run && options.launcher == LauncherKind::mpirun &&
       (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile)) {
@@ -333,6 +365,10 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     elastic_start_np = start.start_np;
     options.num_proc = start.slots;
   }
+  // horovodrun's default: a job on this host starts with --min-np.
+  if (!options.num_proc && inv.elastic.min_np && options.launcher == LauncherKind::local) {
+    options.num_proc = inv.elastic.min_np;
+  }
   if (!options.num_proc) {
     int gpus = 0;
     if (topo) gpus = static_cast<int>(topology::usable_gpu_count(*topo, options.node));
@@ -341,6 +377,10 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     if (inv.elastic.max_np) options.num_proc = std::min(*options.num_proc, *inv.elastic.max_np);
   }
   if (alloc.source == AllocationSource::local) alloc.hosts[0].slots = *options.num_proc;
+  if (inv.elastic.min_np && *options.num_proc < *inv.elastic.min_np)
+    throw InputError(fmt::format("--min-np {} : the job has {} slots (-np, else the allocation's); give at least {} "
+                                 "or lower --min-np",
+                                 *inv.elastic.min_np, *options.num_proc, *inv.elastic.min_np));
 
   PlanInputs in;
   in.allocation = std::move(alloc);  // a 4,096-host allocation is not worth a copy
@@ -427,12 +467,14 @@ int run_invocation(const Invocation& inv, const Environment& env) {
               << "ringrun: command: " << netprobe::shell_words(plan.command) << '\n'
               << plan_to_table(plan);
   }
-  std::vector<ProcessSpec> processes = backend->processes(plan, env);
   if (inv.elastic.enabled()) {
-    // One process per slot of this host; the store is the one this function owns.
-    return run_elastic(processes, elastic_config(inv, plan, elastic_start_np, self), inv.supervisor,
-                       ElasticStoreAddress{"127.0.0.1", static_cast<std::uint16_t>(store_port), in.job_secret});
+    // One process per slot; the store is the one this function owns.
+    return run_elastic(backend->elastic_slots(plan, env), elastic_config(inv, plan, elastic_start_np, self, env),
+                       inv.supervisor,
+                       ElasticStoreAddress{store_ip.value_or("127.0.0.1"), static_cast<std::uint16_t>(store_port),
+                                           in.job_secret});
   }
+  std::vector<ProcessSpec> processes = backend->processes(plan, env);
   // A local job of MPI singletons is said once, after the summary, never silently; not twice
   // when the missing-mpirun warning said it before the start.
   std::unique_ptr<SingletonWatch> singletons;

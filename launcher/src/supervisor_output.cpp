@@ -56,8 +56,13 @@ RankFiles::~RankFiles() {
 }
 
 void ReportedFailure::note(std::string_view line, OutputRetag launcher) {
-  if (rank) return;
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (constexpr std::string_view lost = "srun: error: Node failure on ";
+      launcher == OutputRetag::srun_label && line.starts_with(lost)) {
+    failed_node = std::string(line.substr(lost.size()));
+    return;
+  }
+  if (rank) return;
   if (launcher == OutputRetag::srun_label) {
     constexpr std::string_view prefix = "srun: error: ";
     if (!line.starts_with(prefix)) return;
@@ -129,7 +134,10 @@ void Stream::emit_line(std::string& out, std::optional<int> line_rank, std::stri
 void Stream::feed(std::string_view bytes, bool at_eof) {
   std::string out;
   if (retag != OutputRetag::none) {
-    auto sink = [&](std::optional<int> line_rank, std::string_view line) { emit_line(out, line_rank, line); };
+    // An elastic member's srun step has one task (srun's rank 0): its lines are the member's.
+    auto sink = [&](std::optional<int> line_rank, std::string_view line) {
+      emit_line(out, line_rank && single_task ? std::optional<int>(rank) : line_rank, line);
+    };
     decoder.feed(bytes, sink);
     if (at_eof) decoder.finish(sink);
   } else {

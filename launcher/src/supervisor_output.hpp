@@ -47,6 +47,8 @@ struct ReportedFailure {
   // stopped with SIGTERM after the failure make it 143, whatever the failing rank returned.
   std::optional<int> exit_status;
   std::optional<int> pending_rank;  // mpirun's "Process name" line, waiting for its exit code
+  // srun said "Node failure on HOST": its tasks there are gone, yet srun itself exits 0.
+  std::optional<std::string> failed_node;
 
   void note(std::string_view line, OutputRetag launcher);
 };
@@ -62,7 +64,8 @@ struct Stream {
 
   int fd = -1;
   int out_fd = -1;     // ringrun's stdout (1) or stderr (2)
-  int rank = 0;        // the rank, for OutputRetag::none
+  int rank = 0;        // the rank, for OutputRetag::none and single_task
+  bool single_task = false;  // srun/mpirun starts one task: its lines are `rank`'s, whatever the tag
   std::string label;   // "[3]" or "[srun]"
   OutputRetag retag = OutputRetag::none;
   bool tag = true;

@@ -7,6 +7,7 @@
 #include "rank_output.hpp"
 
 #include <ringrun/launch.hpp>
+#include <ringrun/rank_environment.hpp>
 #include <ringrun/topology.hpp>
 #include <ringrun/topology_cache.hpp>
 
@@ -55,7 +56,10 @@ struct TaskIdentity {
 // variables of the orted step (SLURM_LOCALID=0 everywhere), which are wrong for the rank.
 TaskIdentity find_identity(const Environment& env) {
   TaskIdentity id;
-  if (auto r = env_int(env, "OMPI_COMM_WORLD_RANK")) {
+  // An elastic member's one-task step: the slot is the plan's rank; the size is the plan's (run_task).
+  if (auto slot = env_int(env, "RINGRUN_ELASTIC_SLOT")) {
+    id = {*slot, 0, std::nullopt, "ringrun's elastic supervisor"};
+  } else if (auto r = env_int(env, "OMPI_COMM_WORLD_RANK")) {
     id = {*r, env_int(env, "OMPI_COMM_WORLD_SIZE").value_or(1), env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"), "Open MPI"};
   } else if (auto r2 = env_int(env, "SLURM_PROCID"); r2 && env.count("SLURM_STEP_ID")) {
     id = {*r2, env_int(env, "SLURM_NTASKS").value_or(1), env_int(env, "SLURM_LOCALID"), "srun"};
@@ -68,6 +72,15 @@ TaskIdentity find_identity(const Environment& env) {
                      "the task shim runs under srun or mpirun started by ringrun");
   }
   return id;
+}
+
+// What the elastic supervisor sets for the world a member starts in (elastic_supervisor.cpp's
+// member_environment): the member keeps these rather than the plan's world-0 values.
+bool names_elastic_member(std::string_view name) {
+  if (name == "RINGRUN_SIZE" || name == "WORLD_SIZE") return true;
+  for (const IdentityVariable& v : kIdentityVariablesByName)
+    if (name == v.name) return true;
+  return false;
 }
 
 }  // namespace
@@ -104,6 +117,8 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
     first += n;
     alloc.hosts.push_back(HostSlots{names[h], n, {}});
   }
+  const bool elastic_member = env.count("RINGRUN_ELASTIC_SLOT") > 0;
+  if (elastic_member) id.size = first;
   if (first != id.size || id.rank >= id.size)
     throw InputError(fmt::format("ringrun task: rank {} of {} (from {}) does not fit RINGRUN_LAYOUT={}", id.rank,
                                  id.size, id.source, layout_it->second));
@@ -154,7 +169,8 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
                                  "{} (block distribution expected)",
                                  id.source, id.rank, *id.local_rank, slot.local_rank));
 
-  for (const auto& [k, v] : slot.env.to_map()) ::setenv(k.c_str(), v.c_str(), 1);
+  for (const auto& [k, v] : slot.env.to_map())
+    if (!(elastic_member && names_elastic_member(k) && env.count(k))) ::setenv(k.c_str(), v.c_str(), 1);
   // The cpus, and with --mem-bind local the memory on their NUMA nodes (as the local backend binds).
   try {
     topology::bind_to_cpus(slot.cpus, options.mem_bind_local ? slot.numa_nodes : std::vector<int>{});

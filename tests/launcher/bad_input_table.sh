@@ -89,8 +89,9 @@ row "--blacklist-cooldown-range 'x' '5' : MIN and MAX must be whole seconds ($E 
 row "--elastic-timeout 0 : the timeout must be above 0 ($E --elastic-timeout 600)" -- --min-np 1 --elastic-timeout 0 prog
 row "--reset-limit -1 : the number of resets must be at least 0 ($E --reset-limit 3)" -- --min-np 1 --reset-limit -1 prog
 row "--reset-limit applies in elastic mode only; add --min-np N (or --max-np N) to make the job elastic, or drop --reset-limit" -- --reset-limit 2 prog
-row "--launcher srun : elastic mode runs on this host only for now; use --launcher local (or drop --min-np/--max-np)" -- --min-np 1 --launcher srun prog
-row "elastic mode (--min-np/--max-np) runs on this host only for now, but this job would start its ranks with srun; run this host's slots with --launcher local" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 -- --min-np 1 prog
+row "--launcher mpirun : elastic mode starts its processes on this host or, inside a SLURM allocation, by srun; use --launcher local or srun (or drop --min-np/--max-np)" -- --min-np 1 --launcher mpirun prog
+row "elastic mode (--min-np/--max-np) runs on this host or inside a SLURM allocation (sbatch/salloc), but this job would start its ranks with srun; run this host's slots with --launcher local, or the allocation's with --launcher srun inside it" -- --min-np 1 --launcher srun prog
+row "--host-discovery-script 'echo n1:2' : inside a SLURM allocation elastic mode follows the job's own nodes (squeue); leave the script out, or run with --launcher local" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 -- --min-np 1 --host-discovery-script 'echo n1:2' prog
 row "--slots-per-host 4 : applies to the hosts --host-discovery-script prints; give the script or drop --slots-per-host" -- --min-np 1 --slots-per-host 4 prog
 row "--slots-per-host 0 : the slots per host must be at least 1 ($E --slots-per-host 4)" -- --host-discovery-script 'echo localhost' --slots-per-host 0 prog
 row "--host-discovery-script '' : names no program; give a script that prints host[:slots] lines" -- --host-discovery-script '' prog

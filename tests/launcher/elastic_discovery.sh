@@ -138,7 +138,7 @@ later_failures)
   "$ringrun" --min-np 2 --host-discovery-script "$discover" sh "$work/rank.sh" 17 >"$work/out" 2>"$work/err"
   expect_rc $? 0
   has_line "ringrun: elastic: --host-discovery-script '$discover' failed \(exited with code 4\); keeping this host's 2 slots and retrying every second" err
-  has_line "ringrun: elastic: --host-discovery-script '$discover' printed host 'other-host-9', which is not this host; ignored: elastic mode starts processes on this host only for now" err
+  has_line "ringrun: elastic: --host-discovery-script '$discover' printed host 'other-host-9', which is not this host; ignored: the job's hosts are planned at its start" err
   has_line "ringrun: elastic: --host-discovery-script '$discover' failed \(did not finish within 10 s\); keeping this host's 2 slots and retrying every second" err
   [ "$(wc -l <"$work/err")" -eq 3 ] || fail "expected three lines"
   [ "$(cat "$work/n")" -ge 7 ] || fail "the script ran $(cat "$work/n") times, expected a run after the hung one"

@@ -26,8 +26,7 @@ constexpr int kKilled9 = SIGKILL;
 
 ElasticConfig config(int slots, int min_np) {
   ElasticConfig c;
-  c.host = "h";
-  c.slots = slots;
+  c.hosts = {HostSlots{"h", slots, {}}};
   c.min_np = min_np;
   c.grace_period_s = 5;
   return c;
@@ -450,8 +449,8 @@ TEST_CASE("discovery: a host that is not this one is ignored after the first run
   const ElasticActions actions = c.on_discovery(printed("localhost:2\nn7:4\n"), t0 + 1s);
   CHECK(all_of<PublishWorld>(actions).empty());
   CHECK(notices(actions) == std::vector<std::string>{"ringrun: elastic: --host-discovery-script 'disc' printed host "
-                                                     "'n7', which is not this host; ignored: elastic mode starts "
-                                                     "processes on this host only for now"});
+                                                     "'n7', which is not this host; ignored: the job's hosts are "
+                                                     "planned at its start"});
   CHECK(notices(c.on_discovery(printed("localhost:2\nn7:4\n"), t0 + 2s)).empty());
   // The first label of this host's name is this host.
   CHECK(published(c.on_discovery(printed("h:3\n"), t0 + 3s)).ids == ids({0, 1, 2}));
@@ -479,4 +478,99 @@ TEST_CASE("discovery: a slot offered again while its retired process still exits
   CHECK(published(refilled).added);
   CHECK(line_of(refilled) == "ringrun: elastic: id 2 (host h) exited, freeing slot 2; world 2 has 3 ranks; id 3 "
                              "starts as rank 2");
+}
+
+// ---- Several hosts (the nodes of a SLURM allocation) ------------------------------------------------
+
+namespace {
+
+// Hosts a and b with two slots each, following the job's node list.
+ElasticConfig two_hosts(int min_np) {
+  ElasticConfig c;
+  c.hosts = {HostSlots{"a", 2, {}}, HostSlots{"b", 2, {}}};
+  c.min_np = min_np;
+  c.grace_period_s = 5;
+  c.discovery_script = "nodes";
+  c.allocation_discovery = true;
+  c.self = "a";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("hosts: world 0 fills the hosts in plan order; a slot is a place on its host") {
+  ElasticCoordinator c(two_hosts(2));
+  const auto spawns = all_of<SpawnMember>(c.start(t0));
+  REQUIRE(spawns.size() == 4);
+  CHECK(spawns[1].slot == SlotRef{"a", 1});
+  CHECK(spawns[2].slot == SlotRef{"b", 0});
+  CHECK(spawns[3].identity.local_rank == 1);
+  CHECK(spawns[3].identity.cross_rank == 1);
+  CHECK(spawns[3].identity.hostname == "b");
+}
+
+TEST_CASE("hosts: a node that leaves the job's node list is dropped; its ranks are removed") {
+  ElasticCoordinator c(two_hosts(2));
+  c.start(t0);
+  CHECK(c.on_discovery(printed("a\nb\n---\n"), t0 + 1s).empty());
+  const ElasticActions actions = c.on_discovery(printed("a\n---\n"), t0 + 2s);
+  CHECK(published(actions).ids == ids({0, 1}));
+  CHECK(line_of(actions) == "ringrun: elastic: host b offers 0 slots instead of 2; world 1 has 2 ranks; ids 2, 3 are "
+                            "removed (exiting at their next commit)");
+  CHECK(notices(actions).empty());  // no capacity notice: a node list line offers the node's plan slots
+}
+
+TEST_CASE("hosts: a node's ranks fail; the world shrinks to the other node, and min_np ends the wait") {
+  ElasticCoordinator c(two_hosts(2));
+  c.start(t0);
+  const ElasticActions first = c.on_exit(2, kExit3, false, t0 + 1s);
+  CHECK(published(first).ids == ids({0, 1, 3}));
+  CHECK(line_of(first) == "ringrun: elastic: rank 2 (id 2, host b) exited with code 3; world 1 has 3 ranks");
+  CHECK(published(c.on_exit(3, kKilled9, false, t0 + 2s)).ids == ids({0, 1}));
+  // The node comes back in the list: its slots failed and stay blacklisted (no cooldown range).
+  CHECK(all_of<SpawnMember>(c.on_discovery(printed("a\nb\n---\n"), t0 + 3s)).empty());
+}
+
+TEST_CASE("hosts: a host not in the plan is ignored, said once") {
+  ElasticCoordinator c(two_hosts(2));
+  c.start(t0);
+  const ElasticActions actions = c.on_discovery(printed("a\nb\nz\n---\n"), t0 + 1s);
+  CHECK(notices(actions) == std::vector<std::string>{"ringrun: elastic: the job's node list (squeue) printed host 'z', "
+                                                     "which is not one of the job's hosts; ignored: the job's hosts "
+                                                     "are planned at its start"});
+  CHECK(all_of<PublishWorld>(actions).empty());
+}
+
+TEST_CASE("hosts: a member whose node failed is a failure even when its srun exited 0") {
+  ElasticCoordinator c(two_hosts(2));
+  c.start(t0);
+  const ElasticActions actions = c.on_exit(3, kExit0, false, t0 + 1s, "lost its node (srun: Node failure on b)");
+  CHECK(published(actions).ids == ids({0, 1, 2}));
+  CHECK(line_of(actions) == "ringrun: elastic: rank 3 (id 3, host b) lost its node (srun: Node failure on b); world 1 "
+                            "has 3 ranks");
+  CHECK_FALSE(c.ended());
+}
+
+TEST_CASE("hosts: a drained node is dropped like a lost one; back from drain, its slots are filled again") {
+  ElasticCoordinator c(two_hosts(2));
+  c.start(t0);
+  const ElasticActions drained = c.on_discovery(printed("a\nb\n---\nb\n"), t0 + 1s);
+  CHECK(published(drained).ids == ids({0, 1}));
+  CHECK(all_of<RetireMember>(drained).size() == 2);
+  // Retired members that exit 0 by themselves are no failure: their slots are not blacklisted.
+  CHECK(c.on_exit(2, kExit0, false, t0 + 2s).empty());
+  CHECK(c.on_exit(3, kExit0, false, t0 + 2s).empty());
+  const ElasticActions back = c.on_discovery(printed("a\nb\n---\n\n"), t0 + 3s);
+  CHECK(published(back).ids == ids({0, 1, 4, 5}));
+  CHECK(line_of(back) == "ringrun: elastic: host b offers 2 slots instead of 0; world 2 has 4 ranks; ids 4, 5 start "
+                         "as ranks 2, 3");
+}
+
+TEST_CASE("hosts: node list output without its '---' line is a failed run; the slots stay") {
+  ElasticCoordinator c(two_hosts(2));
+  c.start(t0);
+  const ElasticActions actions = c.on_discovery(printed("a\n"), t0 + 1s);
+  CHECK(all_of<PublishWorld>(actions).empty());
+  REQUIRE(notices(actions).size() == 1);
+  CHECK(notices(actions)[0].find("no '---' line after the nodes") != std::string::npos);
 }
