@@ -35,6 +35,8 @@ namespace wire = store::elastic;
 
 // How often the store is asked for reset requests: a reset costs the survivors at most this much.
 constexpr std::chrono::milliseconds kStorePoll{20};
+// srun cancels its step on a second SIGINT within a second of the first.
+constexpr std::chrono::milliseconds kSrunSecondInterrupt{200};
 // Every process has exited but something they started still holds a pipe: wait this long for it.
 constexpr std::chrono::seconds kDrain{2};
 
@@ -43,6 +45,7 @@ struct Process {
   pid_t pid = -1;
   bool running = false;
   std::optional<Clock::time_point> kill_at;  // SIGKILL then (after a SIGTERM)
+  int interrupts = 0;                         // an srun step's: SIGINTs sent instead of the SIGKILL
   std::optional<Clock::time_point> term_at;  // retired: SIGTERM then unless it exited by itself
   ReportedFailure reported;                   // its srun step's own lines (a node failure)
 };
@@ -88,6 +91,7 @@ class ElasticJob {
   void publish(const PublishWorld& p);
   void tombstone(const TombstoneAddress& t);
   int signal_running(int sig, std::optional<Clock::time_point> kill_at);
+  void kill_now(Process& p, Clock::time_point now);
   void read_signals(Clock::time_point now);
   void reap(Clock::time_point now);
   void poll_store(Clock::time_point now);
@@ -288,6 +292,21 @@ void ElasticJob::abandon() {
   guard_->release();
 }
 
+// The end of a process that outstayed its SIGTERM. A member's srun step is not SIGKILLed at once:
+// its task on another node would live on until the job ends. Two SIGINTs (apart, or they merge
+// into one pending signal) make srun cancel the step (SIGKILL to the task after KillWait) and
+// exit; only an srun still there a grace period later is SIGKILLed.
+void ElasticJob::kill_now(Process& p, Clock::time_point now) {
+  if (p.spec.retag == OutputRetag::srun_label && p.interrupts < 2) {
+    ::kill(p.pid, SIGINT);
+    ++p.interrupts;
+    p.kill_at = p.interrupts == 1 ? now + kSrunSecondInterrupt : after_grace(now);
+    return;
+  }
+  ::kill(-p.pid, SIGKILL);
+  p.kill_at.reset();
+}
+
 int ElasticJob::signal_running(int sig, std::optional<Clock::time_point> kill_at) {
   int n = 0;
   for (auto& [id, p] : processes_)
@@ -307,7 +326,9 @@ void ElasticJob::read_signals(Clock::time_point now) {
     if (sig == SIGUSR1 || sig == SIGUSR2) {
       signal_running(sig, std::nullopt);  // Slurm's checkpoint signals: passed on, the job goes on
     } else if (interrupted_by_) {
-      signal_running(SIGKILL, std::nullopt);  // a second signal: the user does not want to wait
+      // A second signal: the user does not want to wait.
+      for (auto& [id, p] : processes_)
+        if (p.running) kill_now(p, now);
     } else {
       interrupted_by_ = sig;
       const char* name = sigabbrev_np(sig);
@@ -416,10 +437,7 @@ int ElasticJob::poll_timeout(Clock::time_point now) const {
 // What is due at `now`: SIGKILLs after the grace period, the drain's end, the store, the coordinator.
 void ElasticJob::step(Clock::time_point now) {
   for (auto& [id, p] : processes_) {
-    if (p.running && p.kill_at && now >= *p.kill_at) {
-      ::kill(-p.pid, SIGKILL);
-      p.kill_at.reset();
-    }
+    if (p.running && p.kill_at && now >= *p.kill_at) kill_now(p, now);
     if (p.running && p.term_at && now >= *p.term_at && !p.kill_at) {
       ::kill(-p.pid, SIGTERM);  // a retired process that did not exit by itself
       p.kill_at = after_grace(now);
