@@ -55,7 +55,7 @@ _ringrun() {
     doctor)
       COMPREPLY=($(compgen -W "--json --all-nodes --report --network-interface -h --help" -- "$cur")); return ;;
     template)
-      COMPREPLY=($(compgen -W "single-node multi-node-srun multi-node-mpirun preemptible --nodes --gpus-per-node
+      COMPREPLY=($(compgen -W "single-node multi-node-srun multi-node-mpirun preemptible elastic --nodes --gpus-per-node
         --time" -- "$cur")); return ;;
     topo)
       COMPREPLY=($(compgen -W "--topology --json -np --num-proc --gpus-per-rank --bind --cpus-per-rank" -- "$cur"))

@@ -257,7 +257,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   CLI::App* topo = app.add_subcommand("topo", "Show this host's (or --topology FILE's) GPUs, cores and NICs, and the "
                                               "slots -np N ranks would get");
   CLI::App* tmpl = app.add_subcommand("template", "Print a filled-in sbatch template");
-  tmpl->add_option("name", inv.template_name, "single-node, multi-node-srun, multi-node-mpirun or preemptible")
+  tmpl->add_option("name", inv.template_name, "single-node, multi-node-srun, multi-node-mpirun, preemptible or elastic")
       ->required();
   std::optional<int> nodes;
   tmpl->add_option("--nodes", nodes, "Nodes of the job")->check(whole_number("--nodes", "the nodes of the job", 1, "2"));

@@ -19,7 +19,8 @@ struct TemplateText {
 };
 
 // Placeholders: @NODES@ @TASKS_PER_NODE@ (one rank per GPU, or 1 without GPUs) @GPUS_PER_NODE@
-// @GPU_REQUEST@ (the --gpus-per-node line, or a comment without GPUs) @TIME@ @PROGRAM@.
+// @GPU_REQUEST@ (the --gpus-per-node line, or a comment without GPUs) @TIME@ @PROGRAM@ @MIN_NP@
+// (the ranks of half the nodes, rounded up: elastic's --min-np).
 constexpr std::array templates{
     TemplateText{"single-node", 1, true, R"(#!/bin/bash
 # ringrun sbatch template "single-node": one node, @GPUS_PER_NODE@ GPU(s), one rank per GPU.
@@ -113,6 +114,30 @@ ringrun_pid=$!
 wait "$ringrun_pid"
 exit $?
 )"},
+    TemplateText{"elastic", 4, false, R"(#!/bin/bash
+# ringrun sbatch template "elastic": @NODES@ nodes x @GPUS_PER_NODE@ GPU(s), one rank per GPU. A
+# node that fails or is drained costs the job its ranks, not the job: the others re-form the
+# ring in place and go on from their last commit (ringrun.torch.elastic, `man ringrun-torch`).
+# Submit: sbatch elastic.sbatch    (command-line options override the #SBATCH lines)
+#SBATCH --job-name=ringrun-elastic
+#SBATCH --nodes=@NODES@
+#SBATCH --ntasks-per-node=@TASKS_PER_NODE@
+@GPU_REQUEST@
+#SBATCH --time=@TIME@
+#SBATCH --output=%x-%j.out
+# Without --no-kill Slurm ends the whole job when one of its nodes fails; with it the node is
+# dropped from the job, and ringrun drops its ranks.
+#SBATCH --no-kill
+# A requeued job starts every rank again from its checkpoint: elastic mode keeps the survivors.
+#SBATCH --no-requeue
+set -uo pipefail
+
+# This script runs on the first node, and so does ringrun: losing that node ends the job. ringrun
+# starts each rank as its own one-task srun step and asks squeue and sinfo every second which
+# nodes are still in the job and not drained. Below --min-np ranks it waits --elastic-timeout
+# (600 s) for slots to come back (a drained node resumed), then ends with one line and exit 1.
+exec ringrun --min-np @MIN_NP@ -- @PROGRAM@
+)"},
 };
 
 // One word for the shell: plain when it has only safe characters, else in single quotes.
@@ -183,6 +208,7 @@ std::string render_template(std::string_view name, const TemplateParams& params)
   replace_all(text, "@GPU_REQUEST@", gpu_request);
   replace_all(text, "@TIME@", params.time);
   replace_all(text, "@PROGRAM@", program);
+  replace_all(text, "@MIN_NP@", std::to_string((nodes + 1) / 2 * tasks_per_node));
   return text;
 }
 

@@ -29,7 +29,7 @@ std::string error_of(std::string_view name, const TemplateParams& p) {
 
 TEST_CASE("templates/*.sbatch equal render_template() of the defaults") {
   const auto names = template_names();
-  CHECK(names == std::vector<std::string>{"single-node", "multi-node-srun", "multi-node-mpirun", "preemptible"});
+  CHECK(names == std::vector<std::string>{"single-node", "multi-node-srun", "multi-node-mpirun", "preemptible", "elastic"});
   for (const auto& name : names) {
     CAPTURE(name);
     const auto file = std::string(RINGRUN_SOURCE_DIR) + "/templates/" + name + ".sbatch";
@@ -43,7 +43,7 @@ TEST_CASE("placeholders are filled") {
   p.gpus_per_node = 8;
   p.time = "2-00:00:00";
   p.program = {"python", "train.py", "--lr", "0.1", "it's here", "$HOME"};
-  for (const std::string name : {"multi-node-srun", "multi-node-mpirun", "preemptible"}) {
+  for (const std::string name : {"multi-node-srun", "multi-node-mpirun", "preemptible", "elastic"}) {
     CAPTURE(name);
     const auto text = render_template(name, p);
     CHECK(text.find('@') == text.find("@90"));  // the only '@' left is --signal=B:USR1@90 (or none)
@@ -57,6 +57,10 @@ TEST_CASE("placeholders are filled") {
   CHECK(pre.find("#SBATCH --signal=B:USR1@90\n") != std::string::npos);
   CHECK(pre.find("scontrol requeue \"$SLURM_JOB_ID\"") != std::string::npos);
   CHECK(pre.find("trap checkpoint_and_requeue USR1") != std::string::npos);
+  const auto elastic = render_template("elastic", p);
+  CHECK(elastic.find("#SBATCH --no-kill\n") != std::string::npos);
+  CHECK(elastic.find("#SBATCH --no-requeue\n") != std::string::npos);
+  CHECK(elastic.find("exec ringrun --min-np 16 -- python") != std::string::npos);  // 2 of 3 nodes x 8
   TemplateParams cpu;
   cpu.gpus_per_node = 0;
   const auto text = render_template("single-node", cpu);
@@ -66,7 +70,7 @@ TEST_CASE("placeholders are filled") {
 
 TEST_CASE("bad names and parameters") {
   CHECK(error_of("multi-node", {}) ==
-        "template 'multi-node' : unknown; known templates: single-node, multi-node-srun, multi-node-mpirun, preemptible");
+        "template 'multi-node' : unknown; known templates: single-node, multi-node-srun, multi-node-mpirun, preemptible, elastic");
   TemplateParams p;
   p.nodes = 2;
   CHECK(error_of("single-node", p) ==
