@@ -189,6 +189,7 @@ ElasticActions ElasticCoordinator::publish_formed(const ElasticWorld& world, con
                        plural(next.ids.size(), "rank", "ranks"), added_text(next, world.added),
                        retired_text(to_retire));
   }
+  const PublishedWorld previous = newest_;
   newest_ = next;
   last_epoch_ = next.epoch;
   phase_ = Phase::running;
@@ -196,6 +197,7 @@ ElasticActions ElasticCoordinator::publish_formed(const ElasticWorld& world, con
   wait_cause_.reset();
   settle_until_.reset();
   out.emplace_back(PublishWorld{std::move(next), std::move(line)});
+  if (!previous.ids.empty()) out.emplace_back(AbandonWorld{previous.epoch, static_cast<int>(previous.ids.size())});
   for (SpawnMember& s : spawns) out.emplace_back(std::move(s));
   for (std::uint64_t id : to_retire) out.emplace_back(RetireMember{id});
   return out;
@@ -207,6 +209,7 @@ void ElasticCoordinator::publish_end(ElasticActions& out, const std::string& rea
   end.end = true;
   end.reason = reason;
   out.emplace_back(PublishWorld{std::move(end), ""});
+  if (!newest_.ids.empty()) out.emplace_back(AbandonWorld{newest_.epoch, static_cast<int>(newest_.ids.size())});
 }
 
 ElasticActions ElasticCoordinator::end_job(int status, std::string line, const std::string& reason) {

@@ -85,6 +85,14 @@ struct TombstoneAddress {
   int epoch = 0;
   int rank = 0;
 };
+// World `epoch` (of `size` ranks) is superseded by a newer one or the end: write kTombstone into
+// each of its address keys still unset. A member that joined it before the newer world was
+// published waits in its exchange for members that went straight to the newer one; a mark makes
+// it reset and move on.
+struct AbandonWorld {
+  int epoch = 0;
+  int size = 0;
+};
 // The job ends with `status`: print `line` (when not empty), let the members still running exit
 // (terminations come as their own actions), then return `status`.
 struct EndJob {
@@ -92,7 +100,8 @@ struct EndJob {
   std::string line;
 };
 using ElasticAction =
-    std::variant<PublishWorld, SpawnMember, TerminateMember, RetireMember, Notice, TombstoneAddress, EndJob>;
+    std::variant<PublishWorld, SpawnMember, TerminateMember, RetireMember, Notice, TombstoneAddress, AbandonWorld,
+                 EndJob>;
 using ElasticActions = std::vector<ElasticAction>;
 
 // How long a reset request that changes nothing waits before it is answered by republishing the

@@ -204,6 +204,8 @@ void ElasticJob::apply(const ElasticActions& actions, Clock::time_point now) {
       write_all(STDERR_FILENO, (n->line + "\n").data(), n->line.size() + 1);
     } else if (const auto* d = std::get_if<TombstoneAddress>(&action)) {
       tombstone(*d);
+    } else if (const auto* w = std::get_if<AbandonWorld>(&action)) {
+      for (int rank = 0; rank < w->size; ++rank) tombstone(TombstoneAddress{w->epoch, rank});
     } else if (const auto* e = std::get_if<EndJob>(&action)) {
       if (!e->line.empty()) write_all(STDERR_FILENO, (e->line + "\n").data(), e->line.size() + 1);
       if (!end_) end_ = *e;

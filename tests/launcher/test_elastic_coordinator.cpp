@@ -574,3 +574,21 @@ TEST_CASE("hosts: node list output without its '---' line is a failed run; the s
   REQUIRE(notices(actions).size() == 1);
   CHECK(notices(actions)[0].find("no '---' line after the nodes") != std::string::npos);
 }
+
+TEST_CASE("a newer world or the end abandons the one before: members still in its exchange move on") {
+  ElasticCoordinator c(two_hosts(2));
+  c.start(t0);
+  const ElasticActions first = c.on_exit(2, kKilled9, false, t0 + 1s);
+  REQUIRE(all_of<AbandonWorld>(first).size() == 1);
+  CHECK(all_of<AbandonWorld>(first)[0].epoch == 0);
+  CHECK(all_of<AbandonWorld>(first)[0].size == 4);
+  // Id 3 dies while some members may still be joining world 1, others already in world 2.
+  const ElasticActions second = c.on_exit(3, kKilled9, false, t0 + 1s);
+  REQUIRE(all_of<AbandonWorld>(second).size() == 1);
+  CHECK(all_of<AbandonWorld>(second)[0].epoch == 1);
+  CHECK(all_of<AbandonWorld>(second)[0].size == 3);
+  // The end abandons the newest world too (a member in its exchange learns the end at once).
+  const ElasticActions end = c.on_exit(0, kExit0, false, t0 + 2s);
+  REQUIRE(all_of<AbandonWorld>(end).size() == 1);
+  CHECK(all_of<AbandonWorld>(end)[0].epoch == 2);
+}
