@@ -98,6 +98,7 @@ class ElasticJob {
   void run_discovery(Clock::time_point now);
   void finish_discovery(Clock::time_point now);
   void read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of);
+  void read_what_is_left(std::uint64_t id);
   int poll_timeout(Clock::time_point now) const;
   void step(Clock::time_point now);
   void abandon();
@@ -359,7 +360,9 @@ void ElasticJob::reap(Clock::time_point now) {
       ::kill(-pid, SIGKILL);
       guard_->unwatch(pid);
       const bool leave_posted = client_.try_get(wire::leave_key(id)).has_value();
-      // srun exits 0 when the node under its task fails: that is no success of the member.
+      // srun exits 0 when the node under its task fails: that is no success of the member. It
+      // says so on stderr just before it exits, which this loop may not have read yet.
+      if (p.spec.retag != OutputRetag::none) read_what_is_left(id);
       std::string lost;
       if (p.reported.failed_node) lost = fmt::format("lost its node (srun: Node failure on {})", *p.reported.failed_node);
       apply(coordinator_.on_exit(id, status, leave_posted, now, lost), now);
@@ -400,6 +403,25 @@ void ElasticJob::finish_discovery(Clock::time_point now) {
   if (!result) return;
   discovery_.reset();
   apply(coordinator_.on_discovery(*result, now), now);
+}
+
+// What member `id`'s pipes hold now, without waiting for more (something it started may still
+// hold them open).
+void ElasticJob::read_what_is_left(std::uint64_t id) {
+  for (Stream& s : streams_) {
+    if (s.rank != static_cast<int>(id)) continue;
+    pollfd ready{s.fd, POLLIN, 0};
+    while (s.fd >= 0 && ::poll(&ready, 1, 0) > 0) {
+      const ssize_t n = ::read(s.fd, chunk_.data(), chunk_.size());
+      if (n > 0) {
+        s.feed(std::string_view(chunk_.data(), static_cast<std::size_t>(n)), false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        s.feed({}, true);
+        ::close(s.fd);
+        s.fd = -1;
+      }
+    }
+  }
 }
 
 void ElasticJob::read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of) {

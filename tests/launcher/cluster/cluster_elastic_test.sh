@@ -1,0 +1,96 @@
+#!/bin/bash
+# Elastic mode inside a SLURM allocation on the real test cluster (issue 20): jobs of 4 nodes x 2
+# ranks of the runtime's elastic test rank (tests/runtime/elastic_rank.cpp), each started by
+# ringrun as its own one-task srun step, lose or give back node n4. Each case brings up a cluster
+# of its own and takes it down; exit 77 (ctest SKIP) without root, namespaces or Slurm.
+#   cluster_elastic_test.sh BUILD_DIR CASE
+#   CASE: node_lost (n4's ranks SIGKILL themselves) | node_down (scontrol sets n4 DOWN) |
+#         drain (n4 drained: its ranks leave; resumed: new ranks fill its slots)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+BUILD=$(cd "${1:?usage: cluster_elastic_test.sh BUILD_DIR CASE}" && pwd)
+CASE=${2:?usage: cluster_elastic_test.sh BUILD_DIR CASE}
+declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3)
+[[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
+PREFIX=${prefixes[$CASE]}
+source "$HERE/cluster_common.sh"
+[[ -x $BUILD/tests/runtime_elastic_rank ]] || skip "$BUILD/tests/runtime_elastic_rank is not built"
+# A copy under $OUT, so that its command lines (and srun's, and ringrun's) name this case only.
+RANK=$OUT/elastic_rank
+cp "$BUILD/tests/runtime_elastic_rank" "$RANK"
+
+# Waits (up to LIMIT s) until COUNT lines of OUTPUT match the extended regex.
+wait_lines() {
+  local output=$1 pattern=$2 count=$3 limit=${4:-60} deadline
+  deadline=$((SECONDS + limit))
+  local n
+  until n=$(grep -cE "$pattern" "$output" 2>/dev/null) || true; ((${n:-0} >= count)); do
+    ((SECONDS < deadline)) || { fail "no $count lines matching '$pattern' in $limit s"; return 1; }
+    sleep 0.1
+  done
+}
+
+# STATE of the job, the DONE lines (COUNT of them, in a world of SIZE), and nothing left running.
+check_end() {
+  local job=$1 state=$2 count=$3 size=$4 out=$OUT/job-$1.out
+  [[ $state == "COMPLETED 0:0" ]] || fail "job $job: '$state', want 'COMPLETED 0:0'"
+  local done_lines
+  done_lines=$(grep -cE "^\[[0-9]+\]<stdout>:DONE id=[0-9]+ epoch=[0-9]+ rank=[0-9]+ size=$size " "$out" || true)
+  ((done_lines == count)) || fail "job $job: $done_lines DONE lines in a world of $size, want $count"
+  if pgrep -fa "$OUT/" >&2; then fail "job $job: processes left (above)"; fi
+}
+
+# Started by `ringrun template elastic` (--no-kill, --no-requeue, --min-np 4): ids 6 and 7, the
+# ranks on n4, SIGKILL themselves at step 20; the six others finish in the new world.
+case_node_lost() {
+  local script=$OUT/elastic.sbatch job state out
+  PATH=$BUILD/bin:$PATH "$RINGRUN" template elastic --nodes 4 --gpus-per-node 2 -- "$RANK" 6,7 20,20 60 >"$script"
+  job=$(PATH=$BUILD/bin:$PATH submit "$script")
+  state=$(wait_done "$job" 120)
+  out=$OUT/job-$job.out
+  check_end "$job" "$state" 6 6
+  local id
+  for id in 6 7; do
+    grep -qE "^ringrun: elastic: rank [67] \(id $id, host n4\) exited with code 137; world [12] has [67] ranks$" "$out" ||
+      fail "node_lost: no elastic line for id $id on n4"
+  done
+  ! grep -qE "^\[[67]\]<stdout>:DONE" "$out" || fail "node_lost: a rank of n4 finished"
+}
+
+# n4 set DOWN while the job runs: its steps end ('srun: error: Node failure on n4', srun exits 0),
+# which is a failure of their slots, not the job's end; the six others finish.
+case_node_down() {
+  local script job state out
+  script=$(job_script down.sh "exec '$RINGRUN' --min-np 4 -- '$RANK' 99 0 10000")
+  job=$(submit --no-kill --no-requeue -N4 --ntasks-per-node=2 "$script")
+  out=$OUT/job-$job.out
+  wait_lines "$out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 8 && run scontrol update nodename=n4 state=down reason=ringrun-test
+  state=$(wait_done "$job" 120)
+  check_end "$job" "$state" 6 6
+  local id
+  for id in 6 7; do
+    grep -qE "^ringrun: elastic: rank [67] \(id $id, host n4\) lost its node \(srun: Node failure on n4\); world [12] has [67] ranks$" "$out" ||
+      fail "node_down: no elastic line for id $id losing n4"
+  done
+}
+
+# n4 drained: ids 6 and 7 are removed at their next commit and exit 0; resumed: ids 8 and 9 start
+# in its slots and the eight finish in world 2 (the rank's FINAL_EPOCH).
+case_drain() {
+  local script job state out
+  script=$(job_script drain.sh "exec '$RINGRUN' --min-np 4 -- '$RANK' 99 0 2000 2")
+  job=$(submit --no-kill --no-requeue -N4 --ntasks-per-node=2 "$script")
+  out=$OUT/job-$job.out
+  wait_lines "$out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 8 && run scontrol update nodename=n4 state=drain reason=ringrun-test
+  wait_lines "$out" '^ringrun: elastic: host n4 offers 0 slots instead of 2; world 1 has 6 ranks; ids 6, 7 are removed \(exiting at their next commit\)$' 1 &&
+    run scontrol update nodename=n4 state=resume
+  state=$(wait_done "$job" 120)
+  check_end "$job" "$state" 8 8
+  grep -qE '^ringrun: elastic: host n4 offers 2 slots instead of 0; world 2 has 8 ranks; ids 8, 9 start as ranks 6, 7$' "$out" ||
+    fail "drain: no line for n4's return"
+  [[ $(grep -cE '^\[[67]\]<stdout>:REMOVED id=[67] ' "$out") -eq 2 ]] || fail "drain: ids 6 and 7 were not both removed"
+}
+
+run_case cluster_elastic
