@@ -103,7 +103,7 @@ int cooldown_seconds(const std::vector<std::string>& words, const std::string& w
 
 // The elastic options together, once parsed: each bad combination is one line (exit 2).
 void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::vector<std::string>& cooldown_words,
-                           LaunchOptions& launch, const std::string& launcher) {
+                           LaunchOptions& launch) {
   if (cooldown_words.size() == 2) {
     e.cooldown_min_s = cooldown_seconds(cooldown_words, cooldown_words[0]);
     e.cooldown_max_s = cooldown_seconds(cooldown_words, cooldown_words[1]);
@@ -122,9 +122,6 @@ void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::ve
     throw UsageError(fmt::format("--slots-per-host {} : applies to the hosts --host-discovery-script prints; give the "
                                  "script or drop --slots-per-host",
                                  *e.slots_per_host));
-  if (launcher == "mpirun")
-    throw UsageError("--launcher mpirun : elastic mode starts its processes on this host or, inside a SLURM "
-                     "allocation, by srun; use --launcher local or srun (or drop --min-np/--max-np)");
   if (e.min_np && e.max_np && *e.max_np < *e.min_np)
     throw UsageError(fmt::format("--max-np {} : below --min-np {}; give --max-np at least {}", *e.max_np, *e.min_np,
                                  *e.min_np));
@@ -319,7 +316,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
     L.program = program_of(task->remaining());
     return inv;
   }
-  check_elastic_options(app, inv.elastic, cooldown_words, L, launcher);
+  check_elastic_options(app, inv.elastic, cooldown_words, L);
   if (launcher == "local") L.launcher = LauncherKind::local;
   else if (launcher == "srun") L.launcher = LauncherKind::srun;
   else if (launcher == "mpirun") L.launcher = LauncherKind::mpirun;

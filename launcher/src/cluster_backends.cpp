@@ -4,11 +4,14 @@
 #include "python_package.hpp"
 #include "srun_cache.hpp"
 
+#include <ringrun/rank_environment.hpp>
 #include <ringrun/slurm.hpp>
 
 #include <fmt/format.h>
 
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace ringrun {
 
@@ -183,11 +186,53 @@ class MpirunBackend final : public ClusterBackend {
     argv.insert(argv.end(), {"-H", hosts, "--bind-to", "none", "--map-by", "slot"});
     if (options.oversubscribe) argv.push_back("--oversubscribe");
     for (const auto& [name, value] : shared_) argv.insert(argv.end(), {"-x", name});
-    auto tail = shim_tail(plan);
-    argv.insert(argv.end(), tail.begin(), tail.end());
+    shim_ = shim_tail(plan);  // plan.command becomes mpirun's own after this call
+    argv.insert(argv.end(), shim_.begin(), shim_.end());
     return argv;
   }
   OutputRetag retag() const override { return OutputRetag::mpirun_tag; }
+
+  // -H/--hostfile hosts: an mpirun of one process per member (after command()), which reaches its
+  // host as mpirun does (ssh, or srun inside an allocation). Values travel in the environment,
+  // names on the command line (-x), so the secret is on none.
+  std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
+    auto path = env.find("PATH");
+    const std::string mpirun = resolve_program("mpirun", path != env.end() ? path->second : "/usr/bin:/bin");
+    std::vector<std::string> names;
+    for (const auto& [name, value] : shared_) names.push_back(name);
+    for (const IdentityVariable& v : kIdentityVariablesByName) names.emplace_back(v.name);
+    names.insert(names.end(), {"RINGRUN_SIZE", "WORLD_SIZE", "RINGRUN_ELASTIC_SLOT", "RINGRUN_ELASTIC_ID",
+                               "RINGRUN_ELASTIC_EPOCH", "RINGRUN_ELASTIC_TIMEOUT"});
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    std::vector<ProcessSpec> out;
+    for (const RankSlot& r : plan.ranks) {
+      ProcessSpec p;
+      p.rank = r.rank;
+      p.host = r.host;
+      p.label = "mpirun";
+      p.argv = {"mpirun"};
+      if (::geteuid() == 0) p.argv.push_back("--allow-run-as-root");
+      p.argv.insert(p.argv.end(), {"--tag-output", "-np", "1", "-H", r.host + ":1", "--bind-to", "none"});
+      for (const std::string& name : names) p.argv.insert(p.argv.end(), {"-x", name});
+      p.argv.insert(p.argv.end(), shim_.begin(), shim_.end());
+      EnvironmentMap member = shared_;
+      member["RINGRUN_ELASTIC_SLOT"] = std::to_string(r.rank);
+      // Inside an allocation mpirun starts its orted by srun: a step per member on one node
+      // must share the node with the others, or it waits for them to end.
+      if (env.count("SLURM_JOB_ID") && !env.count("OMPI_MCA_plm_slurm_args"))
+        member["OMPI_MCA_plm_slurm_args"] = "--overlap";
+      p.env = merge_environment(env, member);
+      p.executable = mpirun;
+      p.stdin_inherit = r.rank == 0;
+      p.retag = OutputRetag::mpirun_tag;
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+ private:
+  mutable std::vector<std::string> shim_;  // `ringrun task -- PROGRAM...`
 };
 
 }  // namespace

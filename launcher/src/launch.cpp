@@ -219,15 +219,20 @@ DiscoveredStart discovered_start(const Invocation& inv, const std::string& self)
 // step per process, following the job's node list.
 void require_elastic_launcher(const Invocation& inv, LauncherKind launcher, const Allocation& alloc) {
   if (launcher == LauncherKind::local) return;
-  if (launcher != LauncherKind::srun || alloc.source != AllocationSource::slurm_env)
-    throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host or inside a SLURM allocation "
-                                 "(sbatch/salloc), but this job would start its ranks with {}; run this host's slots "
-                                 "with --launcher local, or the allocation's with --launcher srun inside it",
+  const bool named_hosts = alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile;
+  const bool fits = (launcher == LauncherKind::srun && alloc.source == AllocationSource::slurm_env) ||
+                    (launcher == LauncherKind::mpirun && named_hosts);
+  if (!fits)
+    throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation "
+                                 "(sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would "
+                                 "start its ranks with {}; use --launcher local, srun inside an allocation, or mpirun "
+                                 "with -H",
                                  to_string(launcher)));
   if (inv.elastic.discovery_script)
-    throw InputError(fmt::format("--host-discovery-script '{}' : inside a SLURM allocation elastic mode follows the "
-                                 "job's own nodes (squeue); leave the script out, or run with --launcher local",
-                                 *inv.elastic.discovery_script));
+    throw InputError(fmt::format("--host-discovery-script '{}' : with {} elastic mode follows {}; leave the script "
+                                 "out, or run with --launcher local",
+                                 *inv.elastic.discovery_script, named_hosts ? "-H/--hostfile hosts" : "an allocation",
+                                 named_hosts ? "the hosts named at the start" : "the job's own nodes (squeue)"));
 }
 
 // Inside a SLURM allocation: the job's nodes as squeue has them now (a DOWN node leaves the list;
