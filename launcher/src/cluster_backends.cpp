@@ -92,7 +92,29 @@ class ClusterBackend : public Backend {
  protected:
   virtual std::vector<std::string> launcher_argv(const Plan&, const LaunchOptions&, const Environment&) const = 0;
   virtual OutputRetag retag() const = 0;
+
+  // Elastic slot `r` as one process of its own: `launcher_argv` (srun's or mpirun's, for one
+  // task on r's host) then the task shim, which plans the slot named by RINGRUN_ELASTIC_SLOT.
+  ProcessSpec member_slot(const RankSlot& r, std::vector<std::string> launcher_argv, const std::string& executable,
+                          const Environment& base, const EnvironmentMap& extra) const {
+    ProcessSpec p;
+    p.rank = r.rank;
+    p.host = r.host;
+    p.label = launcher_argv.front();
+    p.argv = std::move(launcher_argv);
+    p.argv.insert(p.argv.end(), shim_.begin(), shim_.end());
+    EnvironmentMap member = shared_;
+    member.insert(extra.begin(), extra.end());
+    member["RINGRUN_ELASTIC_SLOT"] = std::to_string(r.rank);
+    p.env = merge_environment(base, member);
+    p.executable = executable;
+    p.stdin_inherit = r.rank == 0;
+    p.retag = retag();
+    return p;
+  }
+
   mutable EnvironmentMap shared_;
+  mutable std::vector<std::string> shim_;  // `ringrun task -- PROGRAM...`, kept by launcher_argv
   mutable std::vector<std::string> argv_;
   mutable std::vector<std::string> unset_;  // left out of the launcher's environment
 };
@@ -147,29 +169,17 @@ class SrunBackend final : public ClusterBackend {
     const std::string srun = resolve_program("srun", path != env.end() ? path->second : "/usr/bin:/bin");
     std::vector<ProcessSpec> out;
     for (const RankSlot& r : plan.ranks) {
-      ProcessSpec p;
-      p.rank = r.rank;
-      p.host = r.host;
-      p.label = "srun";
-      p.argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + r.host, "--overlap", "--kill-on-bad-exit=1",
-                "--quiet"};
-      if (cpu_bind_none_) p.argv.push_back("--cpu-bind=none");
-      p.argv.push_back("--label");
-      p.argv.insert(p.argv.end(), shim_.begin(), shim_.end());
-      EnvironmentMap member = shared_;
-      member["RINGRUN_ELASTIC_SLOT"] = std::to_string(r.rank);
-      p.env = merge_environment(base, member);
-      p.executable = srun;
-      p.stdin_inherit = r.rank == 0;
-      p.retag = OutputRetag::srun_label;
-      out.push_back(std::move(p));
+      std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + r.host, "--overlap",
+                                       "--kill-on-bad-exit=1", "--quiet"};
+      if (cpu_bind_none_) argv.push_back("--cpu-bind=none");
+      argv.push_back("--label");
+      out.push_back(member_slot(r, std::move(argv), srun, base, {}));
     }
     return out;
   }
 
  private:
   mutable bool cpu_bind_none_ = false;
-  mutable std::vector<std::string> shim_;  // `ringrun task -- PROGRAM...`
 };
 
 class MpirunBackend final : public ClusterBackend {
@@ -205,34 +215,20 @@ class MpirunBackend final : public ClusterBackend {
                                "RINGRUN_ELASTIC_EPOCH", "RINGRUN_ELASTIC_TIMEOUT"});
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
+    // Inside an allocation mpirun starts its orted by srun: a step per member on one node must
+    // share the node with the others, or it waits for them to end.
+    EnvironmentMap extra;
+    if (env.count("SLURM_JOB_ID") && !env.count("OMPI_MCA_plm_slurm_args")) extra["OMPI_MCA_plm_slurm_args"] = "--overlap";
     std::vector<ProcessSpec> out;
     for (const RankSlot& r : plan.ranks) {
-      ProcessSpec p;
-      p.rank = r.rank;
-      p.host = r.host;
-      p.label = "mpirun";
-      p.argv = {"mpirun"};
-      if (::geteuid() == 0) p.argv.push_back("--allow-run-as-root");
-      p.argv.insert(p.argv.end(), {"--tag-output", "-np", "1", "-H", r.host + ":1", "--bind-to", "none"});
-      for (const std::string& name : names) p.argv.insert(p.argv.end(), {"-x", name});
-      p.argv.insert(p.argv.end(), shim_.begin(), shim_.end());
-      EnvironmentMap member = shared_;
-      member["RINGRUN_ELASTIC_SLOT"] = std::to_string(r.rank);
-      // Inside an allocation mpirun starts its orted by srun: a step per member on one node
-      // must share the node with the others, or it waits for them to end.
-      if (env.count("SLURM_JOB_ID") && !env.count("OMPI_MCA_plm_slurm_args"))
-        member["OMPI_MCA_plm_slurm_args"] = "--overlap";
-      p.env = merge_environment(env, member);
-      p.executable = mpirun;
-      p.stdin_inherit = r.rank == 0;
-      p.retag = OutputRetag::mpirun_tag;
-      out.push_back(std::move(p));
+      std::vector<std::string> argv = {"mpirun"};
+      if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+      argv.insert(argv.end(), {"--tag-output", "-np", "1", "-H", r.host + ":1", "--bind-to", "none"});
+      for (const std::string& name : names) argv.insert(argv.end(), {"-x", name});
+      out.push_back(member_slot(r, std::move(argv), mpirun, env, extra));
     }
     return out;
   }
-
- private:
-  mutable std::vector<std::string> shim_;  // `ringrun task -- PROGRAM...`
 };
 
 }  // namespace

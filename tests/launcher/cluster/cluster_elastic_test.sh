@@ -43,6 +43,15 @@ check_end() {
   if pgrep -fa "$OUT/" >&2; then fail "job $job: processes left (above)"; fi
 }
 
+# The elastic lines of OUTPUT for ids 6 and 7 (n4's ranks) ending as WHAT (an extended regex).
+check_n4_lost() {
+  local output=$1 what=$2 name=$3 id
+  for id in 6 7; do
+    grep -qE "^ringrun: elastic: rank [67] \(id $id, host n4\) $what; world [0-9]+ has [67] ranks$" "$output" ||
+      fail "$name: no elastic line for id $id of n4"
+  done
+}
+
 # Started by `ringrun template elastic` (--no-kill, --no-requeue, --min-np 4): ids 6 and 7, the
 # ranks on n4, SIGKILL themselves at step 20; the six others finish in the new world.
 case_node_lost() {
@@ -52,11 +61,7 @@ case_node_lost() {
   state=$(wait_done "$job" 120)
   out=$OUT/job-$job.out
   check_end "$job" "$state" 6 6
-  local id
-  for id in 6 7; do
-    grep -qE "^ringrun: elastic: rank [67] \(id $id, host n4\) exited with code 137; world [0-9]+ has [67] ranks$" "$out" ||
-      fail "node_lost: no elastic line for id $id on n4"
-  done
+  check_n4_lost "$out" "exited with code 137" node_lost
   ! grep -qE "^\[[67]\]<stdout>:DONE" "$out" || fail "node_lost: a rank of n4 finished"
 }
 
@@ -70,11 +75,7 @@ case_node_down() {
   wait_lines "$out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 8 && run scontrol update nodename=n4 state=down reason=ringrun-test
   state=$(wait_done "$job" 120)
   check_end "$job" "$state" 6 6
-  local id
-  for id in 6 7; do
-    grep -qE "^ringrun: elastic: rank [67] \(id $id, host n4\) lost its node \(srun: Node failure on n4\); world [0-9]+ has [67] ranks$" "$out" ||
-      fail "node_down: no elastic line for id $id losing n4"
-  done
+  check_n4_lost "$out" "lost its node \(srun: Node failure on n4\)" node_down
 }
 
 # n4 drained: ids 6 and 7 are removed at their next commit and exit 0; resumed: ids 8 and 9 start
@@ -103,11 +104,7 @@ case_hosts() {
   state=$(wait_done "$job" 120)
   out=$OUT/job-$job.out
   check_end "$job" "$state" 6 6
-  local id
-  for id in 6 7; do
-    grep -qE "^ringrun: elastic: rank [67] \(id $id, host n4\) exited with code 137; world [0-9]+ has [67] ranks$" "$out" ||
-      fail "hosts: no elastic line for id $id on n4"
-  done
+  check_n4_lost "$out" "exited with code 137" hosts
 }
 
 run_case cluster_elastic
