@@ -25,6 +25,12 @@ class Backend {
   virtual std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const {
     return processes(plan, env);
   }
+  // srun only: the slots of a node the job gained (numbered on from `first_slot`), whose shims see
+  // it in RINGRUN_HOSTS/RINGRUN_LAYOUT after the plan's hosts and the nodes added before.
+  virtual std::vector<ProcessSpec> elastic_added_host(const std::string& /*host*/, int /*slots*/, int /*first_slot*/,
+                                                      const Environment& /*env*/) const {
+    return {};
+  }
 };
 
 std::unique_ptr<Backend> make_backend(LauncherKind kind);

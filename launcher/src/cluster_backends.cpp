@@ -163,22 +163,38 @@ class SrunBackend final : public ClusterBackend {
   // A step per member (after command()): one that fails or is lost ends alone, and its node's other steps go on.
   // --overlap: the steps share the job's CPUs and GPUs on the node (the shim pins each slot).
   std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
-    Environment base = env;
-    base.erase("SLURM_NTASKS_PER_NODE");  // the job's, which a one-task step cannot honour
-    auto path = env.find("PATH");
-    const std::string srun = resolve_program("srun", path != env.end() ? path->second : "/usr/bin:/bin");
     std::vector<ProcessSpec> out;
-    for (const RankSlot& r : plan.ranks) {
-      std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + r.host, "--overlap",
-                                       "--kill-on-bad-exit=1", "--quiet"};
-      if (cpu_bind_none_) argv.push_back("--cpu-bind=none");
-      argv.push_back("--label");
-      out.push_back(member_slot(r, std::move(argv), srun, base, {}));
+    for (const RankSlot& r : plan.ranks) out.push_back(member_step(r, env, {}));
+    return out;
+  }
+
+  std::vector<ProcessSpec> elastic_added_host(const std::string& host, int slots, int first_slot,
+                                              const Environment& env) const override {
+    shared_["RINGRUN_HOSTS"] += "," + host;
+    shared_["RINGRUN_LAYOUT"] += "," + std::to_string(slots);
+    std::vector<ProcessSpec> out;
+    for (int i = 0; i < slots; ++i) {
+      RankSlot r;
+      r.rank = first_slot + i;
+      r.host = host;
+      out.push_back(member_step(r, env, {}));
     }
     return out;
   }
 
  private:
+  ProcessSpec member_step(const RankSlot& r, const Environment& env, const EnvironmentMap& extra) const {
+    Environment base = env;
+    base.erase("SLURM_NTASKS_PER_NODE");  // the job's, which a one-task step cannot honour
+    auto path = env.find("PATH");
+    const std::string srun = resolve_program("srun", path != env.end() ? path->second : "/usr/bin:/bin");
+    std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + r.host, "--overlap",
+                                     "--kill-on-bad-exit=1", "--quiet"};
+    if (cpu_bind_none_) argv.push_back("--cpu-bind=none");
+    argv.push_back("--label");
+    return member_slot(r, std::move(argv), srun, base, extra);
+  }
+
   mutable bool cpu_bind_none_ = false;
 };
 

@@ -366,7 +366,16 @@ std::optional<std::vector<int>> ElasticCoordinator::offered_by(const DiscoveryRe
   }
   std::vector<long long> found(config_.hosts.size(), 0);
   for (const HostSlots& host : printed) {
-    if (const std::optional<std::size_t> h = plan_host(host.name)) {
+    std::optional<std::size_t> h = plan_host(host.name);
+    if (!h && config_.allocation_discovery && config_.new_host_slots > 0) {
+      // A node the job gained: a host of its own from now on, offered from this run on.
+      config_.hosts.push_back(HostSlots{host.name, config_.new_host_slots, {}});
+      offered_.push_back(0);
+      found.push_back(0);
+      h = config_.hosts.size() - 1;
+      out.emplace_back(AddHost{host.name, config_.new_host_slots});
+    }
+    if (h) {
       found[*h] += host.slots;
     } else if (foreign_told_.insert(host.name).second) {
       out.emplace_back(Notice{fmt::format("ringrun: elastic: {} printed host '{}', which is not {}; ignored: the "

@@ -47,6 +47,9 @@ struct ElasticConfig {
   // the drained ones. A node listed and not drained offers all of its plan's slots; it is named
   // "the job's node list" in notices.
   bool allocation_discovery = false;
+  // With allocation_discovery: the slots of a node the job gains (Slurm's job expansion), each
+  // node as many as the plan's first host; 0: such nodes are ignored.
+  int new_host_slots = 0;
 
   // Every host's slots: the most ranks a world can have.
   int capacity() const;
@@ -93,6 +96,12 @@ struct AbandonWorld {
   int epoch = 0;
   int size = 0;
 };
+// A node the job gained (not in the plan) is host `name` with `slots` slots from now on, after the
+// plan's hosts and those added before: make its slots startable before a SpawnMember names them.
+struct AddHost {
+  std::string name;
+  int slots = 0;
+};
 // The job ends with `status`: print `line` (when not empty), let the members still running exit
 // (terminations come as their own actions), then return `status`.
 struct EndJob {
@@ -101,7 +110,7 @@ struct EndJob {
 };
 using ElasticAction =
     std::variant<PublishWorld, SpawnMember, TerminateMember, RetireMember, Notice, TombstoneAddress, AbandonWorld,
-                 EndJob>;
+                 AddHost, EndJob>;
 using ElasticActions = std::vector<ElasticAction>;
 
 // How long a reset request that changes nothing waits before it is answered by republishing the

@@ -76,8 +76,8 @@ std::vector<std::string> member_environment(const ProcessSpec& slot, const Spawn
 
 class ElasticJob {
  public:
-  ElasticJob(const std::vector<ProcessSpec>& slots, const ElasticConfig& config, const SupervisorOptions& options,
-             const ElasticStoreAddress& store);
+  ElasticJob(std::vector<ProcessSpec> slots, const ElasticConfig& config, const SupervisorOptions& options,
+             const ElasticStoreAddress& store, AddedHostSlots added_host);
   ~ElasticJob();
   ElasticJob(const ElasticJob&) = delete;
   ElasticJob& operator=(const ElasticJob&) = delete;
@@ -110,8 +110,10 @@ class ElasticJob {
     return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.grace_period_s));
   }
 
-  const std::vector<ProcessSpec>& slots_;
+  std::vector<ProcessSpec> slots_;  // by plan rank, then the slots of nodes the job gained
   const ElasticConfig config_;
+  std::vector<HostSlots> hosts_;    // config_.hosts, then the nodes the job gained
+  AddedHostSlots added_host_;
   const SupervisorOptions options_;
   ElasticCoordinator coordinator_;
   store::Client client_;
@@ -138,9 +140,10 @@ class ElasticJob {
   std::optional<RankGuard> guard_;  // last: constructed once everything it needs exists
 };
 
-ElasticJob::ElasticJob(const std::vector<ProcessSpec>& slots, const ElasticConfig& config,
-                       const SupervisorOptions& options, const ElasticStoreAddress& store)
-    : slots_(slots), config_(config), options_(options), coordinator_(config),
+ElasticJob::ElasticJob(std::vector<ProcessSpec> slots, const ElasticConfig& config, const SupervisorOptions& options,
+                       const ElasticStoreAddress& store, AddedHostSlots added_host)
+    : slots_(std::move(slots)), config_(config), hosts_(config.hosts), added_host_(std::move(added_host)),
+      options_(options), coordinator_(config),
       client_(store.host, store.port, store.secret, std::chrono::seconds(10)) {
   // Signals arrive through a signalfd, so the loop is the only place that reacts to them.
   sigset_t handled = supervisor_signals();
@@ -153,7 +156,7 @@ ElasticJob::ElasticJob(const std::vector<ProcessSpec>& slots, const ElasticConfi
   ::sigaction(SIGPIPE, &ignore, &old_pipe_);
   devnull_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   // Groups alive at once: every slot's process, each replaced once while the old one still exits.
-  guard_.emplace(4 * slots.size() + 16);
+  guard_.emplace(4 * slots_.size() + 64);  // + 64: the processes of nodes the job may gain
 }
 
 ElasticJob::~ElasticJob() {
@@ -206,6 +209,11 @@ void ElasticJob::apply(const ElasticActions& actions, Clock::time_point now) {
       write_all(STDERR_FILENO, (n->line + "\n").data(), n->line.size() + 1);
     } else if (const auto* d = std::get_if<TombstoneAddress>(&action)) {
       tombstone(*d);
+    } else if (const auto* a = std::get_if<AddHost>(&action)) {
+      if (!added_host_) throw std::logic_error("elastic: a node was added, but the job cannot start processes there");
+      std::vector<ProcessSpec> more = added_host_(a->name, a->slots, static_cast<int>(slots_.size()));
+      slots_.insert(slots_.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+      hosts_.push_back(HostSlots{a->name, a->slots, {}});
     } else if (const auto* w = std::get_if<AbandonWorld>(&action)) {
       for (int rank = 0; rank < w->size; ++rank) tombstone(TombstoneAddress{w->epoch, rank});
     } else if (const auto* e = std::get_if<EndJob>(&action)) {
@@ -278,7 +286,7 @@ void ElasticJob::spawn(const SpawnMember& s) {
 // The plan's rank of a slot: the slots of the hosts before its host, plus its index there.
 std::size_t ElasticJob::plan_rank(const SlotRef& slot) const {
   std::size_t first = 0;
-  for (const HostSlots& host : config_.hosts) {
+  for (const HostSlots& host : hosts_) {
     if (host.name == slot.host) return first + static_cast<std::size_t>(slot.slot);
     first += static_cast<std::size_t>(host.slots);
   }
@@ -530,9 +538,9 @@ int ElasticJob::summary() const {
 
 }  // namespace
 
-int run_elastic(const std::vector<ProcessSpec>& slots, const ElasticConfig& config, const SupervisorOptions& options,
-                const ElasticStoreAddress& store) {
-  ElasticJob job(slots, config, options, store);
+int run_elastic(std::vector<ProcessSpec> slots, const ElasticConfig& config, const SupervisorOptions& options,
+                const ElasticStoreAddress& store, AddedHostSlots added_host) {
+  ElasticJob job(std::move(slots), config, options, store, std::move(added_host));
   return job.run();
 }
 

@@ -12,6 +12,7 @@
 #include <ringrun/supervisor.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,11 @@ struct ElasticStoreAddress {
 // --min-np or --reset-limit, the last failure's status when no rank was left, 128+signal when
 // ringrun was interrupted. Throws LaunchError when a process cannot be started (nothing is left
 // running then).
-int run_elastic(const std::vector<ProcessSpec>& slots, const ElasticConfig& config, const SupervisorOptions& options,
-                const ElasticStoreAddress& store);
+//
+// `added_host`: the processes of a node the job gains (AddHost), one per slot, numbered on from
+// the slots before; empty when the job cannot grow onto new nodes.
+using AddedHostSlots = std::function<std::vector<ProcessSpec>(const std::string& host, int slots, int first_slot)>;
+int run_elastic(std::vector<ProcessSpec> slots, const ElasticConfig& config, const SupervisorOptions& options,
+                const ElasticStoreAddress& store, AddedHostSlots added_host = {});
 
 }  // namespace ringrun

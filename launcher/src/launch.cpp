@@ -266,6 +266,7 @@ ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_
   if (plan.launcher == LauncherKind::srun) {
     config.discovery_script = allocation_node_query(plan_env);
     config.allocation_discovery = true;
+    config.new_host_slots = config.hosts.front().slots;  // a node the job gains: as the first
     config.self = self;
   }
   config.max_np = e.max_np;
@@ -474,10 +475,16 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   }
   if (inv.elastic.enabled()) {
     // One process per slot; the store is the one this function owns.
+    AddedHostSlots added_host;
+    if (plan.launcher == LauncherKind::srun)
+      added_host = [&backend, &env](const std::string& host, int slots, int first_slot) {
+        return backend->elastic_added_host(host, slots, first_slot, env);
+      };
     return run_elastic(backend->elastic_slots(plan, env), elastic_config(inv, plan, elastic_start_np, self, env),
                        inv.supervisor,
                        ElasticStoreAddress{store_ip.value_or("127.0.0.1"), static_cast<std::uint16_t>(store_port),
-                                           in.job_secret});
+                                           in.job_secret},
+                       std::move(added_host));
   }
   std::vector<ProcessSpec> processes = backend->processes(plan, env);
   // A local job of MPI singletons is said once, after the summary, never silently; not twice

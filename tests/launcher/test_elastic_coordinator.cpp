@@ -592,3 +592,27 @@ TEST_CASE("a newer world or the end abandons the one before: members still in it
   REQUIRE(all_of<AbandonWorld>(end).size() == 1);
   CHECK(all_of<AbandonWorld>(end)[0].epoch == 2);
 }
+
+TEST_CASE("hosts: a node the job gains is a new host with the first host's slots; its processes join") {
+  ElasticConfig config = two_hosts(2);
+  config.new_host_slots = 2;
+  ElasticCoordinator c(config);
+  c.start(t0);
+  const ElasticActions actions = c.on_discovery(printed("a\nb\nc\n---\n"), t0 + 1s);
+  const auto added = all_of<AddHost>(actions);
+  REQUIRE(added.size() == 1);
+  CHECK(added[0].name == "c");
+  CHECK(added[0].slots == 2);
+  CHECK(std::holds_alternative<AddHost>(actions.front()));  // before the spawns that name it
+  CHECK(published(actions).ids == ids({0, 1, 2, 3, 4, 5}));
+  const auto spawns = all_of<SpawnMember>(actions);
+  REQUIRE(spawns.size() == 2);
+  CHECK(spawns[1].slot == SlotRef{"c", 1});
+  CHECK(spawns[1].identity.cross_rank == 2);
+  CHECK(line_of(actions) == "ringrun: elastic: host c offers 2 slots instead of 0; world 1 has 6 ranks; ids 4, 5 start "
+                            "as ranks 4, 5");
+  // Without new_host_slots such a node is only said once.
+  ElasticCoordinator fixed(two_hosts(2));
+  fixed.start(t0);
+  CHECK(all_of<AddHost>(fixed.on_discovery(printed("a\nb\nc\n---\n"), t0 + 1s)).empty());
+}

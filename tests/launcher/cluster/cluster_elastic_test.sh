@@ -6,14 +6,15 @@
 #   cluster_elastic_test.sh BUILD_DIR CASE
 #   CASE: node_lost (n4's ranks SIGKILL themselves) | node_down (scontrol sets n4 DOWN) |
 #         drain (n4 drained: its ranks leave; resumed: new ranks fill its slots) |
-#         hosts (-H hosts: an mpirun per process; n4's ranks SIGKILL themselves)
+#         hosts (-H hosts: an mpirun per process; n4's ranks SIGKILL themselves) |
+#         grow (a 3-node job is handed n4 by Slurm's job expansion; new ranks fill it)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BUILD=$(cd "${1:?usage: cluster_elastic_test.sh BUILD_DIR CASE}" && pwd)
 CASE=${2:?usage: cluster_elastic_test.sh BUILD_DIR CASE}
-declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4)
+declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4 [grow]=rre5)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 PREFIX=${prefixes[$CASE]}
 source "$HERE/cluster_common.sh"
@@ -105,6 +106,26 @@ case_hosts() {
   out=$OUT/job-$job.out
   check_end "$job" "$state" 6 6
   check_n4_lost "$out" "exited with code 137" hosts
+}
+
+# A job on n1-n3 gains n4 (another allocation with --dependency=expand hands it over: the test
+# cluster has permit_job_expansion): ringrun sees it in the job's node list, starts ids 6 and 7
+# there, and the eight finish in world 1 (the rank's FINAL_EPOCH).
+case_grow() {
+  local script job state out helper
+  script=$(job_script grow.sh "exec '$RINGRUN' --min-np 4 -- '$RANK' 99 0 2000 1")
+  job=$(submit --no-kill --no-requeue -N3 -w n1,n2,n3 --ntasks-per-node=2 "$script")
+  out=$OUT/job-$job.out
+  wait_lines "$out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 6 || return
+  run salloc --no-shell -N1 -w n4 --dependency="expand:$job" 2>/dev/null
+  helper=$(run squeue -h -o '%i %N' | awk '$2 == "n4" {print $1}')
+  [[ -n $helper ]] || { fail "grow: no allocation of n4 to hand over"; return; }
+  run scontrol update jobid="$helper" NumNodes=0 || fail "grow: job $helper did not give up n4"
+  run scontrol update jobid="$job" NumNodes=ALL 2>/dev/null || true  # 22.05 may refuse; n4 moves all the same
+  state=$(wait_done "$job" 120)
+  check_end "$job" "$state" 8 8
+  grep -qE '^ringrun: elastic: host n4 offers 2 slots instead of 0; world 1 has 8 ranks; ids 6, 7 start as ranks 6, 7$' "$out" ||
+    fail "grow: no line for n4 joining"
 }
 
 run_case cluster_elastic
