@@ -120,10 +120,12 @@ TEST_CASE("allreduce: every dtype and op against the serial reference, 1 to 8 ra
 }
 
 TEST_CASE("allreduce: shared memory around the streamed path's thresholds, every dtype") {
-  // 88 bytes (inputs inline in the post line, then in the slot), 8 KiB (latency path to
-  // streamed), odd counts that leave partial chunks and shards, and 8 MiB + 20 bytes of float32
-  // (non-temporal output stores).
-  const std::vector<std::size_t> sizes = {11, 22, 23, 88, 89, 2048, 2049, 4095, 4096, 4097, 8193, 16411, 65537, (1u << 21) + 5};
+  // Inline inputs: 32 bytes in the post line, 60 more a line, 2132 in all (counts on both sides of
+  // each for 1-, 2-, 4- and 8-byte elements), then the slot; 8 KiB (latency path to streamed), odd
+  // counts that leave partial chunks and shards, and 8 MiB + 20 bytes of float32 (non-temporal
+  // output stores).
+  const std::vector<std::size_t> sizes = {4, 5, 8, 9, 11, 22, 23, 32, 33, 88, 89, 266, 267, 533, 534, 1066, 1067,
+                                          2048, 2049, 2132, 2133, 4095, 4096, 4097, 8193, 16411, 65537, (1u << 21) + 5};
   for (int n : {2, 3}) {
     CAPTURE(n);
     check_allreduce_everything(n, Placement::one_host, sizes);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <ctime>
@@ -21,6 +22,7 @@
 #include "core/dtype.hpp"
 #include "ringrun/runtime.hpp"
 #include "transport/shm/shm_copy.hpp"
+#include "transport/shm/shm_layout.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -29,11 +31,24 @@
 #define RINGRUN_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
 #endif
 
+namespace {
+// Pushes a line this core just wrote out to the shared cache, where the peer that waits for it
+// reads it sooner than from this core's own caches (CLDEMOTE: a hint, a no-op on older CPUs).
+inline void demote(const void* line) {
+#if defined(__x86_64__)
+  asm volatile(".byte 0x0f, 0x1c, 0x07" ::"D"(line) : "memory");  // cldemote (%rdi)
+#else
+  (void)line;
+#endif
+}
+}  // namespace
+
 namespace ringrun::core {
+using shm::InlineLine, shm::kInlineBytes, shm::kLine, shm::kLineBytes, shm::kPostBytes, shm::reached, shm::SharedHeader;
+
 namespace {
 
 constexpr std::uint64_t kMagic = 0x31534D4852525249ull;  // "IRRRHMS1"
-constexpr std::size_t kLine = 64;
 constexpr std::size_t kPage = 4096;
 
 // Spin this long, then yield this long, then sleep on the futex in short naps.
@@ -46,28 +61,6 @@ struct SegmentHeader {
   std::uint64_t ranks;
   std::uint64_t slot_bytes;
 };
-
-// The header a rank describes its collective with (plain fields, published by its Post's round).
-struct SharedHeader {
-  std::uint64_t seq, count;
-  std::uint32_t kind, dtype, op;
-  std::int32_t root;
-};
-
-// What a rank says about a round of one parity: its header, the arrival flag (written after it)
-// and small allreduce inputs inline, so that the peer's one miss on the flag also brings the header
-// and the first 24 bytes of data; the second line (up to 88 bytes) usually comes with it through
-// the adjacent-line prefetch (as three separate lines they were three misses in a row).
-struct Post {
-  std::atomic<std::uint32_t> round;  // the last round of this parity this rank arrived at
-  std::uint32_t unused;
-  SharedHeader header;
-  std::byte data[2 * kLine - sizeof(std::uint64_t) - sizeof(SharedHeader)];
-};
-static_assert(sizeof(Post) == 2 * kLine);
-constexpr std::size_t kInlineBytes = sizeof(Post::data);
-
-bool reached(std::uint32_t value, std::uint32_t target) { return static_cast<std::int32_t>(value - target) >= 0; }
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
 
@@ -104,14 +97,6 @@ std::string segment_name(const World& world, const Group& group) {
 
 }  // namespace
 
-struct ShmTransport::Control {
-  alignas(2 * kLine) Post post[2];  // by round parity: a peer may still read the previous round's
-  alignas(kLine) std::atomic<std::uint32_t> consumed;
-  alignas(kLine) std::atomic<std::uint32_t> chunk_arrived;   // exported (or, for a root, wrote) this chunk
-  alignas(kLine) std::atomic<std::uint32_t> chunk_reduced;   // its shard of this chunk is in its ring
-  alignas(kLine) std::atomic<std::uint32_t> chunk_consumed;  // done reading every peer's ring for it
-  alignas(kLine) std::atomic<std::uint32_t> sleepers;  // peers asleep on one of this rank's counters
-};
 
 namespace {
 std::size_t controls_offset() { return round_up(sizeof(SegmentHeader), kPage); }
@@ -203,7 +188,8 @@ std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, Group group, s
 
 ShmTransport::ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t bytes, std::size_t slot_bytes)
     : mesh_(mesh), world_(mesh.world()), group_(std::move(group)), base_(base), bytes_(bytes),
-      slot_bytes_(slot_bytes) {}
+      slot_bytes_(slot_bytes), inputs_(kInlineBytes * static_cast<std::size_t>(group_.size())),
+      seen_(static_cast<std::size_t>(group_.size())) {}
 
 ShmTransport::~ShmTransport() { ::munmap(base_, bytes_); }
 
@@ -266,7 +252,7 @@ void ShmTransport::wait(int peer, std::atomic<std::uint32_t>& counter, std::uint
   }
 }
 
-std::atomic<std::uint32_t>& ShmTransport::arrived(int rank) const { return control(rank).post[round_ & 1].round; }
+std::atomic<std::uint32_t>& ShmTransport::arrived(int rank) const { return control(rank).inbox[round_ & 1].post.round; }
 
 void ShmTransport::wait_arrived(const char* what) {
   for (int p = 0; p < group_.size(); ++p)
@@ -286,9 +272,9 @@ void ShmTransport::begin_round(const OpHeader& header, bool first) {
   // at the last round says so without reading their consumed lines (a miss each, per op).
   if (seen_arrived_ != round_ - 1) wait_all(&Control::consumed, round_ - 2, collective_name(header.kind));
   if (first) {
-    SharedHeader& h = control(group_.index).post[round_ & 1].header;
-    h = {header.seq, header.count, static_cast<std::uint32_t>(header.kind), static_cast<std::uint32_t>(header.dtype),
-         static_cast<std::uint32_t>(header.op), header.root};
+    SharedHeader& h = control(group_.index).inbox[round_ & 1].post.header;
+    h = {static_cast<std::uint8_t>(header.kind), static_cast<std::uint8_t>(header.dtype),
+         static_cast<std::uint8_t>(header.op), 0, header.root, header.seq, header.count};
   }
 }
 
@@ -305,7 +291,7 @@ void ShmTransport::reserve_ring(std::uint32_t chunk, const char* what) {
 void ShmTransport::check_headers(const OpHeader& header) {
   for (int p = 0; p < group_.size(); ++p) {
     if (p == group_.index) continue;
-    const SharedHeader& h = control(p).post[round_ & 1].header;
+    const SharedHeader& h = control(p).inbox[round_ & 1].post.header;
     OpHeader theirs;
     theirs.seq = h.seq;
     theirs.count = h.count;
@@ -375,15 +361,18 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces
   const std::size_t bytes = header.bytes();
   const std::size_t esize = dtype_size(header.dtype);
   begin_round(header, true);
-  // Tiny inputs ride in the post line with the flag and the header (see Post).
   const bool inline_data = bytes <= kInlineBytes;
-  auto input = [&](int p) -> char* {
-    return inline_data ? reinterpret_cast<char*>(control(p).post[round_ & 1].data) : slot(p, round_);
-  };
-  char* mine = input(group_.index);
+  // Inline: every rank's input gathered into inputs_ (see collect_inline); else in the slots.
+  auto input = [&](int p) -> const char* { return inline_data ? inline_input(p) : slot(p, round_); };
+  char* mine = inline_data ? inline_input(group_.index) : slot(group_.index, round_);
   pieces.each(0, bytes, [&](const char* in, char*, std::size_t len, std::size_t done) { std::memcpy(mine + done, in, len); });
-  publish(arrived(group_.index));
-  wait_arrived("allreduce");
+  if (inline_data) {
+    post_inline(mine, bytes);
+    collect_inline(bytes);
+  } else {
+    publish(arrived(group_.index));
+    wait_arrived("allreduce");
+  }
   check_headers(header);
   // Every rank reduces everything in rank order: identical results everywhere, one sync.
   pieces.each(0, bytes, [&](const char*, char* out, std::size_t len, std::size_t done) {
@@ -393,6 +382,74 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces
     if (header.op == RINGRUN_AVERAGE) finish_average(out, m, header.dtype, n);
   });
   publish(me.consumed);
+}
+
+char* ShmTransport::inline_input(int rank) { return inputs_.data() + kInlineBytes * static_cast<std::size_t>(rank); }
+
+// The inline lines first, each with its round; the post last, so a peer that has to sleep waits on
+// the post alone and finds every line written when it wakes.
+void ShmTransport::post_inline(const char* input, std::size_t bytes) {
+  Control& me = control(group_.index);
+  const unsigned parity = round_ & 1;
+  for (std::size_t at = kPostBytes, k = 0; at < bytes; at += kLineBytes, ++k) {
+    InlineLine& line = me.inbox[parity].lines[k];
+    std::memcpy(line.data, input + at, std::min(kLineBytes, bytes - at));
+    line.round.store(round_, std::memory_order_release);
+    demote(&line);
+  }
+  std::memcpy(me.inbox[parity].post.data, input, std::min(bytes, kPostBytes));
+  publish(arrived(group_.index));
+  demote(&me.inbox[parity].post);
+}
+
+// Copies every peer's post and inline lines of this round into inputs_: first polling all of them
+// at once (the misses overlap), then, if they are slow to come, waiting on their posts the usual way
+// (spin, yield, sleep, a dead peer noticed).
+void ShmTransport::collect_inline(std::size_t bytes) {
+  const int n = group_.size();
+  const unsigned parity = round_ & 1;
+  const std::size_t lines = 1 + (bytes > kPostBytes ? (bytes - kPostBytes + kLineBytes - 1) / kLineBytes : 0);
+  auto flag = [&](int p, std::size_t k) -> std::atomic<std::uint32_t>& {
+    return k == 0 ? control(p).inbox[parity].post.round : control(p).inbox[parity].lines[k - 1].round;
+  };
+  auto copy = [&](int p, std::size_t k) {
+    if (k == 0) {
+      std::memcpy(inline_input(p), control(p).inbox[parity].post.data, std::min(bytes, kPostBytes));
+    } else {
+      const std::size_t at = kPostBytes + (k - 1) * kLineBytes;
+      std::memcpy(inline_input(p) + at, control(p).inbox[parity].lines[k - 1].data, std::min(kLineBytes, bytes - at));
+    }
+  };
+  const std::uint64_t all = lines == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << lines) - 1;
+  std::size_t missing = 0;
+  for (int p = 0; p < n; ++p) {
+    seen_[static_cast<std::size_t>(p)] = p == group_.index ? all : 0;
+    if (p != group_.index) missing += lines;
+  }
+  auto poll = [&] {
+    for (int p = 0; p < n; ++p) {
+      std::uint64_t& seen = seen_[static_cast<std::size_t>(p)];
+      for (std::uint64_t left = all & ~seen; left != 0; left &= left - 1) {
+        const auto k = static_cast<std::size_t>(std::countr_zero(left));
+        if (!reached(flag(p, k).load(std::memory_order_acquire), round_)) continue;
+        copy(p, k);
+        seen |= std::uint64_t{1} << k;
+        --missing;
+      }
+    }
+  };
+  auto start = std::chrono::steady_clock::now();
+  for (unsigned i = 1; missing != 0; ++i) {
+    poll();
+    if (missing == 0) break;
+    RINGRUN_CPU_RELAX();
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > kSpinFor) {
+      wait_arrived("allreduce");  // posts are written last: every line is there now
+      poll();
+      break;
+    }
+  }
+  seen_arrived_ = round_;
 }
 
 void ShmTransport::allreduce(const OpHeader& header, const void* send, void* recv) {
@@ -485,118 +542,6 @@ void ShmTransport::allreduce_scattered(const OpHeader& header, std::span<const B
         pieces.each(offset + s.begin * esize, s.size * esize,
                     [&](const char*, char* out, std::size_t len, std::size_t done) { copy_out(out, from + done, len, stream); });
       }
-      publish(me.chunk_consumed, g);
-    }
-  }
-  if (stream) stream_fence();
-  publish(me.consumed);
-}
-
-void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
-  auto* buf = static_cast<char*>(buf_ptr);
-  const std::size_t bytes = header.bytes();
-  const int r = group_.index, root = header.root;
-  Control& me = control(r);
-  if (bytes <= kDirectMaxBytes) {
-    // One round per slot: the latency path.
-    std::size_t begin = 0;
-    do {
-      const std::size_t chunk = std::min(slot_bytes_, bytes - begin);
-      begin_round(header, begin == 0);
-      if (r == root && chunk) std::memcpy(slot(r, round_), buf + begin, chunk);
-      publish(arrived(r));
-      // Everyone waits for everyone (not only the root) so that a mismatch is seen on every rank.
-      if (begin == 0) {
-        wait_arrived("broadcast");
-        check_headers(header);
-      } else if (r != root) {
-        wait(root, arrived(root), round_, "broadcast");
-      }
-      if (r != root && chunk) std::memcpy(buf + begin, slot(root, round_), chunk);
-      publish(me.consumed);
-      begin += chunk;
-    } while (begin < bytes);
-    return;
-  }
-  // Streamed: the root fills ring chunks while the others copy the previous ones out.
-  const std::size_t size = chunk_bytes(bytes);
-  const std::size_t chunks = (bytes + size - 1) / size;
-  const bool stream = bytes >= kStreamMinBytes;
-  begin_streamed(header);
-  const std::uint32_t first = chunk_ + 1;
-  chunk_ += static_cast<std::uint32_t>(chunks);
-  for (std::size_t k = 0; k < chunks; ++k) {
-    const std::uint32_t g = first + static_cast<std::uint32_t>(k);
-    const std::size_t begin = k * size, length = std::min(size, bytes - begin);
-    if (r == root) {
-      reserve_ring(g, "broadcast");
-      std::memcpy(ring(r, g), buf + begin, length);
-      publish(me.chunk_arrived, g);
-    }
-    if (k == 0) {
-      wait_arrived("broadcast");
-      check_headers(header);
-    }
-    if (r != root) {
-      wait(root, control(root).chunk_arrived, g, "broadcast");
-      copy_out(buf + begin, ring(root, g), length, stream);
-      publish(me.chunk_consumed, g);
-    }
-  }
-  if (r == root) publish(me.chunk_consumed, chunk_);
-  if (stream) stream_fence();
-  publish(me.consumed);
-}
-
-void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
-  const auto* send = static_cast<const char*>(send_ptr);
-  auto* recv = static_cast<char*>(recv_ptr);
-  const std::size_t block = header.bytes();
-  const int n = group_.size(), r = group_.index;
-  Control& me = control(r);
-  if (block <= kDirectMaxBytes) {
-    std::size_t begin = 0;
-    do {
-      const std::size_t chunk = std::min(slot_bytes_, block - begin);
-      begin_round(header, begin == 0);
-      if (chunk) std::memcpy(slot(r, round_), send + begin, chunk);
-      publish(arrived(r));
-      wait_arrived("allgather");
-      if (begin == 0) check_headers(header);
-      for (int p = 0; chunk && p < n; ++p) std::memcpy(recv + block * p + begin, slot(p, round_), chunk);
-      publish(me.consumed);
-      begin += chunk;
-    } while (begin < block);
-    return;
-  }
-  // Streamed: export chunk s of my block while collecting chunk s-1 of everyone's.
-  const std::size_t size = chunk_bytes(block);
-  const std::size_t chunks = (block + size - 1) / size;
-  const bool stream = block * n >= kStreamMinBytes;
-  begin_streamed(header);
-  const std::uint32_t first = chunk_ + 1;
-  chunk_ += static_cast<std::uint32_t>(chunks);
-  for (std::size_t step = 0; step < chunks + 1; ++step) {
-    if (step < chunks) {
-      const std::uint32_t g = first + static_cast<std::uint32_t>(step);
-      const std::size_t begin = step * size, length = std::min(size, block - begin);
-      reserve_ring(g, "allgather");
-      std::memcpy(ring(r, g), send + begin, length);
-      publish(me.chunk_arrived, g);
-      // My own block straight from send (it is in cache now); nothing to do when gathering in place.
-      char* own = recv + block * r + begin;
-      if (own != send + begin) copy_out(own, send + begin, length, stream);
-      if (step == 0) {
-        wait_arrived("allgather");
-        check_headers(header);
-      }
-    }
-    if (step >= 1) {
-      const std::uint32_t g = first + static_cast<std::uint32_t>(step - 1);
-      const std::size_t begin = (step - 1) * size, length = std::min(size, block - begin);
-      wait_all(&Control::chunk_arrived, g, "allgather");
-      for (int p = 0; p < n; ++p)
-        if (p != r) copy_out(recv + block * p + begin, ring(p, g), length, stream);
       publish(me.chunk_consumed, g);
     }
   }

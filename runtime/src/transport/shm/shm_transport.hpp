@@ -5,10 +5,12 @@
 // counters that only it writes: per parity a post (its header, then the round it arrived at, in
 // one line), and consumed (the last round it finished). Every collective is one round: it
 // publishes its header with its arrival, so mismatches are seen before any data moves. Small
-// allreduces (the latency path) copy the whole input into the slot (up to 88 bytes: into the post
-// itself, so one cache-line transfer carries flag, header and data) and every rank reduces
-// everything, in one synchronisation. Having seen every peer arrive at a round implies they
-// finished the one before, so the next round need not read their consumed lines.
+// allreduces (the latency path) give every rank the whole input and every rank reduces
+// everything, in one synchronisation: up to 2132 bytes inline (32 in the post line itself, so one
+// cache-line transfer carries flag, header and data; the rest 60 bytes a line, each line with its
+// own round, so a reader polls all of them and their misses overlap), up to 8 KiB in the slot.
+// Having seen every peer arrive at a round implies they finished the one before, so the next
+// round need not read their consumed lines.
 //
 // Larger collectives stream through a ring of kRingDepth chunks of up to slot_bytes per rank, with
 // per-chunk counters (chunk_arrived, chunk_reduced, chunk_consumed: global chunk numbers that keep
@@ -28,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "transport/tcp/tcp_mesh.hpp"
 #include "transport/transport.hpp"
@@ -87,6 +90,9 @@ class ShmTransport final : public Transport {
   void check_headers(const OpHeader& header);
   class Pieces;
   void allreduce_direct(const OpHeader& header, const Pieces& pieces);
+  char* inline_input(int rank);  // rank's input of a small allreduce, gathered by collect_inline
+  void post_inline(const char* input, std::size_t bytes);
+  void collect_inline(std::size_t bytes);
 
   TcpMesh& mesh_;
   const World& world_;
@@ -97,6 +103,8 @@ class ShmTransport final : public Transport {
   std::uint32_t round_ = 0;  // last round started; every rank runs the same rounds
   std::uint32_t seen_arrived_ = 0;  // the last round every peer was seen arriving at
   std::uint32_t chunk_ = 0;  // last ring chunk used; every rank runs the same chunks
+  std::vector<char> inputs_;  // every rank's input of a small allreduce (inline_input)
+  std::vector<std::uint64_t> seen_;  // per rank: the inline lines collect_inline has copied
 };
 
 }  // namespace ringrun::core

@@ -1,0 +1,124 @@
+// Broadcast and allgather through the shared-memory segment (see shm_transport.hpp): a latency
+// path of one round per slot, and a streamed path through the ring.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/shm/shm_copy.hpp"
+#include "transport/shm/shm_layout.hpp"
+#include "transport/shm/shm_transport.hpp"
+
+namespace ringrun::core {
+
+void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
+  auto* buf = static_cast<char*>(buf_ptr);
+  const std::size_t bytes = header.bytes();
+  const int r = group_.index, root = header.root;
+  Control& me = control(r);
+  if (bytes <= kDirectMaxBytes) {
+    // One round per slot: the latency path.
+    std::size_t begin = 0;
+    do {
+      const std::size_t chunk = std::min(slot_bytes_, bytes - begin);
+      begin_round(header, begin == 0);
+      if (r == root && chunk) std::memcpy(slot(r, round_), buf + begin, chunk);
+      publish(arrived(r));
+      // Everyone waits for everyone (not only the root) so that a mismatch is seen on every rank.
+      if (begin == 0) {
+        wait_arrived("broadcast");
+        check_headers(header);
+      } else if (r != root) {
+        wait(root, arrived(root), round_, "broadcast");
+      }
+      if (r != root && chunk) std::memcpy(buf + begin, slot(root, round_), chunk);
+      publish(me.consumed);
+      begin += chunk;
+    } while (begin < bytes);
+    return;
+  }
+  // Streamed: the root fills ring chunks while the others copy the previous ones out.
+  const std::size_t size = chunk_bytes(bytes);
+  const std::size_t chunks = (bytes + size - 1) / size;
+  const bool stream = bytes >= kStreamMinBytes;
+  begin_streamed(header);
+  const std::uint32_t first = chunk_ + 1;
+  chunk_ += static_cast<std::uint32_t>(chunks);
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const std::uint32_t g = first + static_cast<std::uint32_t>(k);
+    const std::size_t begin = k * size, length = std::min(size, bytes - begin);
+    if (r == root) {
+      reserve_ring(g, "broadcast");
+      std::memcpy(ring(r, g), buf + begin, length);
+      publish(me.chunk_arrived, g);
+    }
+    if (k == 0) {
+      wait_arrived("broadcast");
+      check_headers(header);
+    }
+    if (r != root) {
+      wait(root, control(root).chunk_arrived, g, "broadcast");
+      copy_out(buf + begin, ring(root, g), length, stream);
+      publish(me.chunk_consumed, g);
+    }
+  }
+  if (r == root) publish(me.chunk_consumed, chunk_);
+  if (stream) stream_fence();
+  publish(me.consumed);
+}
+
+void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
+  const auto* send = static_cast<const char*>(send_ptr);
+  auto* recv = static_cast<char*>(recv_ptr);
+  const std::size_t block = header.bytes();
+  const int n = group_.size(), r = group_.index;
+  Control& me = control(r);
+  if (block <= kDirectMaxBytes) {
+    std::size_t begin = 0;
+    do {
+      const std::size_t chunk = std::min(slot_bytes_, block - begin);
+      begin_round(header, begin == 0);
+      if (chunk) std::memcpy(slot(r, round_), send + begin, chunk);
+      publish(arrived(r));
+      wait_arrived("allgather");
+      if (begin == 0) check_headers(header);
+      for (int p = 0; chunk && p < n; ++p) std::memcpy(recv + block * p + begin, slot(p, round_), chunk);
+      publish(me.consumed);
+      begin += chunk;
+    } while (begin < block);
+    return;
+  }
+  // Streamed: export chunk s of my block while collecting chunk s-1 of everyone's.
+  const std::size_t size = chunk_bytes(block);
+  const std::size_t chunks = (block + size - 1) / size;
+  const bool stream = block * n >= kStreamMinBytes;
+  begin_streamed(header);
+  const std::uint32_t first = chunk_ + 1;
+  chunk_ += static_cast<std::uint32_t>(chunks);
+  for (std::size_t step = 0; step < chunks + 1; ++step) {
+    if (step < chunks) {
+      const std::uint32_t g = first + static_cast<std::uint32_t>(step);
+      const std::size_t begin = step * size, length = std::min(size, block - begin);
+      reserve_ring(g, "allgather");
+      std::memcpy(ring(r, g), send + begin, length);
+      publish(me.chunk_arrived, g);
+      // My own block straight from send (it is in cache now); nothing to do when gathering in place.
+      char* own = recv + block * r + begin;
+      if (own != send + begin) copy_out(own, send + begin, length, stream);
+      if (step == 0) {
+        wait_arrived("allgather");
+        check_headers(header);
+      }
+    }
+    if (step >= 1) {
+      const std::uint32_t g = first + static_cast<std::uint32_t>(step - 1);
+      const std::size_t begin = (step - 1) * size, length = std::min(size, block - begin);
+      wait_all(&Control::chunk_arrived, g, "allgather");
+      for (int p = 0; p < n; ++p)
+        if (p != r) copy_out(recv + block * p + begin, ring(p, g), length, stream);
+      publish(me.chunk_consumed, g);
+    }
+  }
+  if (stream) stream_fence();
+  publish(me.consumed);
+}
+
+}  // namespace ringrun::core
