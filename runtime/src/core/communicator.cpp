@@ -166,7 +166,7 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout, config.tcp_streams);
   comm->tcp_ = std::make_unique<TcpTransport>(*comm->mesh_);
   comm->transport_ = comm->tcp_.get();
-  const std::size_t slot = config.shm_slot_bytes ? config.shm_slot_bytes : ShmTransport::kDefaultSlotBytes;
+  const std::size_t slot = config.shm_slot_bytes;  // 0: the transport's defaults
   if (config.enable_shm && !world.all_on_one_host()) {
     comm->shm_ = create_hierarchical(comm->world_, *comm->mesh_, static_cast<TcpTransport&>(*comm->tcp_), slot);
     if (comm->shm_) comm->transport_ = comm->shm_.get();

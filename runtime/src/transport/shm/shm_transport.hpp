@@ -12,7 +12,7 @@
 // Having seen every peer arrive at a round implies they finished the one before, so the next
 // round need not read their consumed lines.
 //
-// Larger collectives stream through a ring of kRingDepth chunks of up to slot_bytes per rank, with
+// Larger collectives stream through a ring of kRingDepth chunks of up to ring_bytes per rank, with
 // per-chunk counters (chunk_arrived, chunk_reduced, chunk_consumed: global chunk numbers that keep
 // counting across calls) instead of a barrier per phase. For an allreduce, step s of each rank
 // exports chunk s (the parts of its input that the others own), reduces its own shard of chunk s-1
@@ -40,6 +40,8 @@ namespace ringrun::core {
 class ShmTransport final : public Transport {
  public:
   static constexpr std::size_t kDefaultSlotBytes = 256 * 1024;
+  // A ring chunk's size for this many ranks on this host, from this core's L2 cache.
+  static std::size_t default_ring_bytes(int ranks);
   // Broadcasts and allgathers up to this size take the latency path.
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
   // Allreduces up to this size (and up to one slot) do: there every rank reduces all of the data,
@@ -52,6 +54,8 @@ class ShmTransport final : public Transport {
 
   // Collective over every rank of mesh.world() (all on one host). Returns null, with the reason
   // in *why_not, when any rank cannot create or map the segment (then every rank gets null).
+  // slot_bytes: 0 for the defaults (kDefaultSlotBytes slots, ring chunks of default_ring_bytes), or
+  // the size of both (RINGRUN_SHM_SLOT_BYTES; tests use tiny ones).
   static std::unique_ptr<ShmTransport> create(TcpMesh& mesh, std::size_t slot_bytes, std::string* why_not);
   // The same among the ranks of group only (the ranks of one host in a multi-host job); ranks,
   // roots and errors inside the transport are group indices, errors name global ranks.
@@ -70,7 +74,7 @@ class ShmTransport final : public Transport {
   struct Control;
 
  private:
-  ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t bytes, std::size_t slot_bytes);
+  ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t bytes, std::size_t slot_bytes, std::size_t ring_bytes);
   Control& control(int rank) const;
   char* slot(int rank, std::uint32_t round) const;
   char* ring(int rank, std::uint32_t chunk) const;
@@ -100,6 +104,7 @@ class ShmTransport final : public Transport {
   void* base_;
   std::size_t bytes_;
   std::size_t slot_bytes_;
+  std::size_t ring_bytes_;  // one ring chunk
   std::uint32_t round_ = 0;  // last round started; every rank runs the same rounds
   std::uint32_t seen_arrived_ = 0;  // the last round every peer was seen arriving at
   std::uint32_t chunk_ = 0;  // last ring chunk used; every rank runs the same chunks
