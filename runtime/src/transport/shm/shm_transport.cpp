@@ -396,6 +396,17 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces
     if (header.op == RINGRUN_AVERAGE) finish_average(out, m, header.dtype, n);
   });
   publish(me.consumed);
+  own_next_post();
+}
+
+// Every peer has arrived at this round, so none still reads my post of the other parity (last
+// round's): take that line back for writing now, so that the next round's post does not wait for
+// the peers' copies to be invalidated (PREFETCHW: a hint, a no-op where absent). 4-256 bytes:
+// 0.04-0.07 us less a call; doing the same for the inline lines measured no better.
+void ShmTransport::own_next_post() {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" ::"m"(control(group_.index).inbox[(round_ + 1) & 1].post));
+#endif
 }
 
 char* ShmTransport::inline_input(int rank) { return inputs_.data() + kInlineBytes * static_cast<std::size_t>(rank); }

@@ -97,6 +97,7 @@ class ShmTransport final : public Transport {
   char* inline_input(int rank);  // rank's input of a small allreduce, gathered by collect_inline
   void post_inline(const char* input, std::size_t bytes);
   void collect_inline(std::size_t bytes);
+  void own_next_post();  // takes back the line of the next round's post
 
   TcpMesh& mesh_;
   const World& world_;
