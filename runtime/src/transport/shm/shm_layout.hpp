@@ -45,6 +45,9 @@ static_assert(sizeof(InlineLine) == kLine);
 constexpr std::size_t kLineBytes = sizeof(InlineLine::data);
 constexpr std::size_t kInlineLines = 35;
 constexpr std::size_t kInlineBytes = kPostBytes + kInlineLines * kLineBytes;  // 2132
+// Each rank's copy of an inline input starts on a cache line in the reader's private buffer: 2132
+// is no multiple of 8, and an int64 or double the reduction loads must sit on its own alignment.
+constexpr std::size_t kInlineStride = (kInlineBytes + kLine - 1) / kLine * kLine;  // 2176
 
 // A rank's post and inline lines of one round parity, side by side.
 struct Inbox {

@@ -44,7 +44,7 @@ inline void demote(const void* line) {
 }  // namespace
 
 namespace ringrun::core {
-using shm::InlineLine, shm::kInlineBytes, shm::kLine, shm::kLineBytes, shm::kPostBytes, shm::reached, shm::SharedHeader;
+using shm::InlineLine, shm::kInlineBytes, shm::kInlineStride, shm::kLine, shm::kLineBytes, shm::kPostBytes, shm::reached, shm::SharedHeader;
 
 namespace {
 
@@ -202,7 +202,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, Group group, s
 ShmTransport::ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t bytes, std::size_t slot_bytes,
                            std::size_t ring_bytes)
     : mesh_(mesh), world_(mesh.world()), group_(std::move(group)), base_(base), bytes_(bytes),
-      slot_bytes_(slot_bytes), ring_bytes_(ring_bytes), inputs_(kInlineBytes * static_cast<std::size_t>(group_.size())),
+      slot_bytes_(slot_bytes), ring_bytes_(ring_bytes), inputs_(kInlineStride * static_cast<std::size_t>(group_.size())),
       seen_(static_cast<std::size_t>(group_.size())) {}
 
 ShmTransport::~ShmTransport() { ::munmap(base_, bytes_); }
@@ -409,7 +409,7 @@ void ShmTransport::own_next_post() {
 #endif
 }
 
-char* ShmTransport::inline_input(int rank) { return inputs_.data() + kInlineBytes * static_cast<std::size_t>(rank); }
+char* ShmTransport::inline_input(int rank) { return inputs_.data() + kInlineStride * static_cast<std::size_t>(rank); }
 
 // The inline lines first, each with its round; the post last, so a peer that has to sleep waits on
 // the post alone and finds every line written when it wakes.
