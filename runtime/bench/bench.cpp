@@ -8,6 +8,7 @@
 #include "engine_bench.hpp"
 #include "dtype.hpp"
 #include "peer.hpp"
+#include "wire.hpp"
 
 #include <ringrun/ringrun.h>
 
@@ -289,6 +290,7 @@ struct Row {
   std::optional<std::size_t> wrong;
   std::optional<double> peer_time_us, peer_busbw_GBps, ratio, memcpy_frac;
   std::optional<double> bound_time_us, bound_frac;  // allreduce on a modelled transport, from kBoundMinBytes
+  std::optional<double> wire_time_us, wire_frac;    // allreduce across hosts, from kWireMinBytes
 };
 
 struct Context {
@@ -301,6 +303,8 @@ struct Context {
   double memcpy_GBps = 0;
   std::optional<StreamRates> stream;  // measured when the sweep has an allreduce
   std::string transport;              // ringrun_transport_name(): which bytes model applies
+  std::optional<WireRate> wire;       // measured when an allreduce sweep reaches kWireMinBytes across hosts
+  std::string wire_why_not;
 };
 
 void print_header(const Context &context, Collective collective, const std::string &peer_description) {
@@ -316,19 +320,21 @@ void print_header(const Context &context, Collective collective, const std::stri
              context.memcpy_GBps);
   if (collective == Collective::allreduce && context.stream)
     fmt::print("{}", bound_header(*context.stream, context.ranks, context.transport));
-  fmt::print("#{:>11} {:>11} {:>8} {:>4} {:>11} {:>10} {:>10} {:>6} {:>12} {:>15} {:>6} {:>11} {:>10}\n", "size",
+  if (collective == Collective::allreduce && (context.wire || (!context.wire_why_not.empty() && context.wire_why_not != kOneHost)))
+    fmt::print("{}", wire_header(context.wire, context.wire_why_not));
+  fmt::print("#{:>11} {:>11} {:>8} {:>4} {:>11} {:>10} {:>10} {:>6} {:>12} {:>15} {:>6} {:>11} {:>10} {:>9}\n", "size",
              "count", "type", "op", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "peer_time_us",
-             "peer_busbw_GBps", "ratio", "memcpy_frac", "bound_frac");
+             "peer_busbw_GBps", "ratio", "memcpy_frac", "bound_frac", "wire_frac");
   std::fflush(stdout);
 }
 
 void print_row(const Context &context, const Row &row) {
   const char *op = row.collective == Collective::allreduce ? op_name(context.options.op).data() : "none";
-  fmt::print("{:>12} {:>11} {:>8} {:>4} {:>11.2f} {:>10.3f} {:>10.3f} {:>6} {:>12} {:>15} {:>6} {:>11} {:>10}\n",
+  fmt::print("{:>12} {:>11} {:>8} {:>4} {:>11.2f} {:>10.3f} {:>10.3f} {:>6} {:>12} {:>15} {:>6} {:>11} {:>10} {:>9}\n",
              row.size, row.count, dtype_name(context.options.dtype), op, row.time_us, row.algbw_GBps,
              row.busbw_GBps, row.wrong ? fmt::format("{}", *row.wrong) : "-", or_dash(row.peer_time_us, 2),
              or_dash(row.peer_busbw_GBps, 3), or_dash(row.ratio, 2), or_dash(row.memcpy_frac, 2),
-             or_dash(row.bound_frac, 2));
+             or_dash(row.bound_frac, 2), or_dash(row.wire_frac, 2));
   std::fflush(stdout);
 }
 
@@ -339,7 +345,7 @@ std::string row_json(const Context &context, const Row &row) {
       "\"ranks\": {}, \"time_us\": {}, \"algbw_GBps\": {}, \"busbw_GBps\": {}, \"wrong\": {}, "
       "\"peer\": {}, \"peer_time_us\": {}, \"peer_busbw_GBps\": {}, \"ratio\": {}, "
       "\"memcpy_GBps\": {}, \"memcpy_frac\": {}, \"stream_copy_GBps\": {}, \"stream_sum_GBps\": {}, "
-      "\"bound_time_us\": {}, \"bound_frac\": {}}}",
+      "\"bound_time_us\": {}, \"bound_frac\": {}, \"wire_GBps\": {}, \"wire_time_us\": {}, \"wire_frac\": {}}}",
       collective_name(row.collective), row.size, row.count, dtype_name(context.options.dtype),
       reduces ? op_name(context.options.op) : "none", context.ranks, json_number(row.time_us),
       json_number(row.algbw_GBps), json_number(row.busbw_GBps),
@@ -349,7 +355,9 @@ std::string row_json(const Context &context, const Row &row) {
       json_number(row.memcpy_frac),
       json_number(context.stream ? std::optional<double>(context.stream->copy_GBps) : std::nullopt),
       json_number(context.stream ? std::optional<double>(context.stream->sum_GBps) : std::nullopt),
-      json_number(row.bound_time_us), json_number(row.bound_frac));
+      json_number(row.bound_time_us), json_number(row.bound_frac),
+      json_number(context.wire ? std::optional<double>(context.wire->host_GBps) : std::nullopt),
+      json_number(row.wire_time_us), json_number(row.wire_frac));
 }
 
 // Sizes of the sweep for one collective, with the element count per rank each needs.
@@ -373,6 +381,14 @@ void set_bound(const Context &context, Row &row, double seconds) {
   if (!bound_seconds) return;
   row.bound_time_us = *bound_seconds * 1e6;
   row.bound_frac = *bound_seconds / seconds;
+}
+
+// wire_time: the bytes each host must send across the hosts at the raw TCP rate (wire.hpp).
+void set_wire(const Context &context, Row &row, double seconds) {
+  if (row.collective != Collective::allreduce || !context.wire || row.size < kWireMinBytes) return;
+  const double wire_seconds = allreduce_wire_seconds(row.size, *context.wire);
+  row.wire_time_us = wire_seconds * 1e6;
+  row.wire_frac = wire_seconds / seconds;
 }
 
 void run_collective(const Context &context, Collective collective, std::vector<std::string> &json_rows) {
@@ -459,6 +475,7 @@ void run_collective(const Context &context, Collective collective, std::vector<s
     }
     if (bytes >= kMemcpyFracMinBytes && context.memcpy_GBps > 0) row.memcpy_frac = row.busbw_GBps / context.memcpy_GBps;
     set_bound(context, row, seconds);
+    set_wire(context, row, seconds);
 
     if (context.rank == 0) {
       if (options.json) {
@@ -548,6 +565,9 @@ int run(int argc, char **argv) {
   if (options.max_bytes >= kBoundMinBytes &&
       std::find(options.collectives.begin(), options.collectives.end(), Collective::allreduce) != options.collectives.end())
     context.stream = measure_stream_rates();
+  if (options.max_bytes >= kWireMinBytes &&
+      std::find(options.collectives.begin(), options.collectives.end(), Collective::allreduce) != options.collectives.end())
+    context.wire = measure_wire_rate(context.transport, context.wire_why_not);
 
   if (context.rank == 0 && !options.json) {
     const int cpus = cpus_bound();
