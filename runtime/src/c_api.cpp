@@ -89,7 +89,7 @@ void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
   config.exchange = boot.exchange.get();
   config.enable_shm = env_int("RINGRUN_DISABLE_SHM", 0, 1).value_or(0) == 0;
   config.shm_slot_bytes = static_cast<std::size_t>(env_int("RINGRUN_SHM_SLOT_BYTES", 4096, 1ll << 30).value_or(0));
-  config.tcp_streams = static_cast<int>(env_int("RINGRUN_TCP_STREAMS", 1, kMaxTcpStreams).value_or(1));
+  config.tcp_streams = static_cast<int>(env_int("RINGRUN_TCP_STREAMS", 1, kMaxTcpStreams).value_or(0));  // 0: automatic
   config.elastic = elastic;
   try {
     g_runtime.communicator = Communicator::create(config);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "core/dtype.hpp"
 #include "rank_threads.hpp"
@@ -14,6 +15,8 @@
 
 using namespace ringrun;
 using core::Communicator;
+using core::PeerInfo;
+using core::automatic_tcp_streams;
 using test::Placement;
 using test::kDtypes;
 using test::kOps;
@@ -495,8 +498,8 @@ TEST_CASE("TCP streams: 3 connections per peer, flat and hierarchical, against t
   }
 }
 
-TEST_CASE("TCP streams: a count outside 1..8 is refused before any connection") {
-  for (int streams : {0, 9}) {
+TEST_CASE("TCP streams: a count outside 0..8 is refused before any connection") {
+  for (int streams : {-1, 9}) {
     CAPTURE(streams);
     try {
       test::run_ranks_on({"node0"}, [](int, Communicator&) {}, {.tcp_streams = streams});
@@ -506,6 +509,37 @@ TEST_CASE("TCP streams: a count outside 1..8 is refused before any connection") 
       CHECK(std::string(e.what()).find("TCP streams") != std::string::npos);
     }
   }
+}
+
+// RINGRUN_TCP_STREAMS unset: a connection per CPU each rank has to itself on its machine, 1 to 4.
+TEST_CASE("TCP streams: the automatic count follows the CPUs per rank of the most crowded machine") {
+  auto peers = [](std::vector<std::tuple<std::string, std::string, int>> ranks) {
+    std::vector<PeerInfo> out;
+    for (auto& [host, machine, cpus] : ranks) {
+      PeerInfo p;
+      p.host = host;
+      p.machine = machine;
+      p.cpus = cpus;
+      out.push_back(p);
+    }
+    return out;
+  };
+  CHECK(automatic_tcp_streams({}) == 1);
+  CHECK(automatic_tcp_streams(peers({{"a", "m1", 64}, {"a", "m1", 64}})) == 1);  // one host: no TCP between hosts
+  CHECK(automatic_tcp_streams(peers({{"a", "m1", 64}, {"b", "m2", 64}})) == 4);  // capped
+  CHECK(automatic_tcp_streams(peers({{"a", "m1", 2}, {"b", "m2", 2}})) == 2);
+  CHECK(automatic_tcp_streams(peers({{"a", "m1", 6}, {"a", "m1", 6}, {"b", "m2", 64}})) == 3);
+  CHECK(automatic_tcp_streams(peers({{"a", "m1", 8}, {"b", "m2", 8}, {"b", "m2", 8}, {"b", "m2", 8}})) == 2);
+  // Network namespaces of one 2-CPU machine: 4 "hosts", 4 ranks share 2 CPUs.
+  CHECK(automatic_tcp_streams(peers({{"a", "m", 2}, {"b", "m", 2}, {"c", "m", 2}, {"d", "m", 2}})) == 1);
+  CHECK(automatic_tcp_streams(peers({{"a", "m1", 1}, {"a", "m1", 1}, {"b", "m2", 1}, {"b", "m2", 1}})) == 1);
+}
+
+TEST_CASE("TCP streams: unset (0, automatic) connects and runs every collective, flat and hierarchical") {
+  const std::vector<std::size_t> sizes = {1, 1000, 300007};
+  test::RankOptions automatic{.tcp_streams = 0};
+  check_allreduce_on(test::hosts_for(3, Placement::separate_hosts), sizes, "tcp", automatic);
+  check_allreduce_on(test::hosts_of_blocks({2, 2}), sizes, "shm+tcp", automatic);
 }
 
 TEST_CASE("TCP streams: ranks that disagree on the count all fail at start-up, naming the variable") {

@@ -1,6 +1,9 @@
 #include "core/communicator.hpp"
 
+#include <unistd.h>
+
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
@@ -23,8 +26,8 @@ namespace {
 constexpr char kSep = '\x1f';
 
 std::string encode_peer(const PeerInfo& p) {
-  return fmt::format("{}{}{}{}{}{}{:x}{}{}", p.host, kSep, p.address, kSep, p.port, kSep, p.nonce, kSep,
-                     p.tcp_streams);
+  return fmt::format("{}{}{}{}{}{}{:x}{}{}{}{}{}{}", p.host, kSep, p.address, kSep, p.port, kSep, p.nonce, kSep,
+                     p.tcp_streams, kSep, p.machine, kSep, p.cpus);
 }
 
 PeerInfo decode_peer(int rank, const std::string& record) {
@@ -38,15 +41,28 @@ PeerInfo decode_peer(int rank, const std::string& record) {
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  if (fields.size() != 5)
+  if (fields.size() != 7)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: rank {} published a malformed address", rank));
   p.host = fields[0];
   p.address = fields[1];
   p.port = static_cast<std::uint16_t>(std::stoul(fields[2]));
   p.nonce = std::stoull(fields[3], nullptr, 16);
   p.tcp_streams = std::stoi(fields[4]);
+  p.machine = fields[5];
+  p.cpus = std::stoi(fields[6]);
   return p;
 }
+
+// Which machine this process runs on, whatever network namespace it is in: the kernel's boot id
+// (the host name where /proc does not give one).
+std::string this_machine(const std::string& hostname) {
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (file >> id && !id.empty()) return id;
+  return hostname;
+}
+
+std::string describe_streams(int streams) { return streams == 0 ? "automatic (unset)" : std::to_string(streams); }
 
 // The hierarchical transport when every host holds the same number (> 1) of ranks and every host
 // could set up its shared memory; else null, after a warning that says why (every rank agrees).
@@ -125,9 +141,9 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   if (config.size < 1 || config.rank < 0 || config.rank >= config.size)
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                        fmt::format("communicator: rank {} is not in [0, {})", config.rank, config.size));
-  if (config.tcp_streams < 1 || config.tcp_streams > kMaxTcpStreams)
+  if (config.tcp_streams < 0 || config.tcp_streams > kMaxTcpStreams)
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
-                       fmt::format("communicator: {} TCP streams per peer is not in [1, {}]", config.tcp_streams,
+                       fmt::format("communicator: {} TCP streams per peer is not in [1, {}] (or 0, automatic)", config.tcp_streams,
                                    kMaxTcpStreams));
   std::unique_ptr<Communicator> comm(new Communicator());
   World& world = comm->world_;
@@ -152,6 +168,8 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   self.port = net::local_port(listener.get());
   self.nonce = random_nonce();
   self.tcp_streams = config.tcp_streams;
+  self.machine = this_machine(config.hostname);
+  self.cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   auto records = config.exchange->allgather(encode_peer(self));
   for (int r = 0; r < config.size; ++r) world.peers[r] = decode_peer(r, records[r]);
   compute_local_and_cross(world);
@@ -161,9 +179,11 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
       throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
                          fmt::format("RINGRUN_TCP_STREAMS differs between ranks: {} uses {}, rank {} uses {}; set the "
                                      "same value on every rank",
-                                     world.describe(r), world.peers[r].tcp_streams, config.rank, config.tcp_streams));
+                                     world.describe(r), describe_streams(world.peers[r].tcp_streams), config.rank,
+                                     describe_streams(config.tcp_streams)));
+  const int streams = config.tcp_streams > 0 ? config.tcp_streams : automatic_tcp_streams(world.peers);
 
-  comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout, config.tcp_streams);
+  comm->mesh_ = std::make_unique<TcpMesh>(world, std::move(listener), config.timeout, streams);
   comm->tcp_ = std::make_unique<TcpTransport>(*comm->mesh_);
   comm->transport_ = comm->tcp_.get();
   const std::size_t slot = config.shm_slot_bytes;  // 0: the transport's defaults

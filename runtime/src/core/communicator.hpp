@@ -33,7 +33,7 @@ struct CommunicatorConfig {
   Exchange* exchange = nullptr;                 // needed when size > 1
   bool enable_shm = true;                       // use shared memory among the ranks of a host
   std::size_t shm_slot_bytes = 0;               // 0: the transport's default
-  int tcp_streams = 1;                          // TCP connections per pair of ranks (1..kMaxTcpStreams)
+  int tcp_streams = 1;                          // TCP connections per pair of ranks (1..kMaxTcpStreams), 0 = automatic
   // Elastic mode: a dead peer or a timeout breaks the communicator with RINGRUN_ERR_RESET (the
   // world is re-formed) instead of RINGRUN_ERR_PEER / RINGRUN_ERR_TIMEOUT.
   bool elastic = false;

@@ -24,7 +24,7 @@ inline constexpr EnvVariable kEnvironment[] = {
   {"RINGRUN_NETWORK_INTERFACE", "interface whose IPv4 address this rank listens on and advertises"},
   {"RINGRUN_DISABLE_SHM", "1: never use the shared-memory transport"},
   {"RINGRUN_SHM_SLOT_BYTES", "bytes per rank of each shared-memory slot and ring chunk (default: 256 KiB slots, ring chunks of half the L2 cache, 256 KiB to 1 MiB)"},
-  {"RINGRUN_TCP_STREAMS", "TCP connections per pair of ranks, 1 to 8 (default 1); large ring steps are striped across them"},
+  {"RINGRUN_TCP_STREAMS", "TCP connections per pair of ranks, 1 to 8 (unset: one per CPU a rank has to itself on its machine, 1 to 4); large ring steps are striped across them"},
   {"RINGRUN_ELASTIC_ID", "elastic mode: this process's id, unique in the job (set by ringrun --min-np/--max-np)"},
   {"RINGRUN_ELASTIC_EPOCH", "elastic mode: the world this process was started for; rank and size come from that world"},
   {"RINGRUN_ELASTIC_TIMEOUT", "elastic mode: seconds to wait for a world to be published and its members' addresses (default 600)"},

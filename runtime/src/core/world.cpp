@@ -1,5 +1,6 @@
 #include "core/world.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -47,6 +48,21 @@ void compute_local_and_cross(World& world) {
     if (r < world.rank) ++world.cross_rank;
     ++world.cross_size;
   }
+}
+
+int automatic_tcp_streams(const std::vector<PeerInfo>& peers) {
+  if (peers.empty() ||
+      std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.host == peers.front().host; }))
+    return 1;
+  std::map<std::string, std::pair<int, int>> machines;  // boot id -> (ranks, fewest CPUs reported)
+  for (const PeerInfo& p : peers) {
+    auto [it, added] = machines.try_emplace(p.machine, 0, p.cpus);
+    ++it->second.first;
+    it->second.second = std::min(it->second.second, p.cpus);
+  }
+  int streams = kMaxAutomaticTcpStreams;
+  for (const auto& [machine, counts] : machines) streams = std::min(streams, counts.second / counts.first);
+  return std::max(streams, 1);
 }
 
 const char* collective_name(Collective kind) {

@@ -15,7 +15,9 @@ struct PeerInfo {
   std::string address;  // IPv4 address the peer listens on
   std::uint16_t port = 0;
   std::uint64_t nonce = 0;  // random per process; a connecting peer must present it (no stray connects)
-  int tcp_streams = 1;      // TCP connections it opens per peer (RINGRUN_TCP_STREAMS); all must agree
+  int tcp_streams = 1;      // TCP connections it asks for per peer (RINGRUN_TCP_STREAMS), 0 = automatic; all must agree
+  std::string machine;      // its kernel's boot id: the "hosts" that are namespaces of one machine share one
+  int cpus = 1;             // CPUs online on that machine
 };
 
 struct World {
@@ -31,6 +33,14 @@ struct World {
   std::string describe(int peer) const;
   bool all_on_one_host() const { return local_size == size; }
 };
+
+// The TCP connections per pair of ranks when RINGRUN_TCP_STREAMS is unset: one per CPU each rank
+// has to itself on its machine (the kernel's TCP work for a connection runs on a CPU of its own),
+// at most kMaxAutomaticTcpStreams, at least 1; the smallest over the machines, so every rank picks
+// the same. 1 when every rank is on one host. Ranks are counted per machine (boot id), not per host
+// name: network namespaces of one machine share its CPUs.
+inline constexpr int kMaxAutomaticTcpStreams = 4;
+int automatic_tcp_streams(const std::vector<PeerInfo>& peers);
 
 // Some of the ranks of a World that run collectives among themselves (the ranks of one host, or
 // one rank per host): their global ranks in the group's order, and this rank's index there.
