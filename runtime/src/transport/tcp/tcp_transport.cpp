@@ -79,15 +79,25 @@ void TcpTransport::send_and_check_headers(const OpHeader& header, const void* ex
   int mismatched_peer = -1;
   int headers_in = 0;
   std::vector<std::size_t> extra_transfers;  // indices in transfers
+  std::vector<std::size_t> header_sends;     // indices in transfers of the sends that carry `mine`
+  // The header and the data behind it leave in one send, so one segment: with TCP_NODELAY two
+  // sends are two segments and the receiver may wake for each (a 4-byte allreduce between two
+  // namespace hosts: 18-20 -> 14-16 us).
+  if (extra_bytes) {
+    outgoing_.resize(kHeaderBytes + extra_bytes);
+    std::memcpy(outgoing_.data(), mine, kHeaderBytes);
+    std::memcpy(outgoing_.data() + kHeaderBytes, extra, extra_bytes);
+  }
   bool malformed = false;  // the peer's bytes are not a header at all
   OpHeader mismatched;
   for (int index = 0; index < n; ++index) {
     if (index == group_.index) continue;
     const int peer = this->peer(index);
-    transfers.push_back(send_to(peer, mine, kHeaderBytes));
+    header_sends.push_back(transfers.size());
     if (extra_bytes) {
-      extra_transfers.push_back(transfers.size());
-      transfers.push_back(send_to(peer, extra, extra_bytes));
+      transfers.push_back(send_to(peer, outgoing_.data(), outgoing_.size()));
+    } else {
+      transfers.push_back(send_to(peer, mine, kHeaderBytes));
     }
     unsigned char* slot = theirs.data() + kHeaderBytes * index;
     // Check each header as soon as it is complete: a peer with a smaller count would otherwise
@@ -103,6 +113,8 @@ void TcpTransport::send_and_check_headers(const OpHeader& header, const void* ex
                                // The data behind the headers no longer matters, and the peers may
                                // send less than ours and close: stop moving it either way.
                                for (std::size_t i : extra_transfers) transfers[i].len = transfers[i].done;
+                               for (std::size_t i : header_sends)
+                                 transfers[i].len = std::max(transfers[i].done, kHeaderBytes);
                              }
                            }
                            return done;
@@ -114,8 +126,8 @@ void TcpTransport::send_and_check_headers(const OpHeader& header, const void* ex
   }
   mesh_.run(transfers, what, [&] {
     if (mismatched_peer < 0 || headers_in < n - 1) return false;
-    for (const Transfer& t : transfers)
-      if (t.send && t.len == kHeaderBytes && t.data == reinterpret_cast<char*>(mine) && t.done < t.len) return false;
+    for (std::size_t i : header_sends)
+      if (transfers[i].done < kHeaderBytes) return false;
     return true;
   });
   if (mismatched_peer >= 0 && malformed)

@@ -55,6 +55,7 @@ class TcpTransport final : public Transport {
   Group group_;
   bool headers_checked_elsewhere_ = false;
   std::vector<char> scratch_;  // persistent: grown, never shrunk
+  std::vector<char> outgoing_;  // a header with the data behind it, sent as one (persistent)
 };
 
 }  // namespace ringrun::core
