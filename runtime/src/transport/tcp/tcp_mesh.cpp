@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_mesh.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@ namespace {
 
 constexpr std::uint32_t kHelloMagic = 0x32505252;  // "RRP2"
 constexpr std::size_t kHelloBytes = 24;           // magic u32, rank u32, nonce u64, stream u32, streams u32
+constexpr auto kSpinBeforePoll = std::chrono::microseconds(50);  // see progress()
 
 std::string join_ranks(const std::vector<int>& ranks) {
   std::string out;
@@ -229,6 +231,7 @@ void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const st
   std::vector<bool> involved(n, false);
   std::vector<pollfd> fds;
   std::vector<int> poll_channel;
+  std::chrono::steady_clock::time_point idle_since{};
   for (;;) {
     // The first unfinished transfer per channel and direction.
     std::fill(next_send.begin(), next_send.end(), -1);
@@ -276,7 +279,20 @@ void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const st
         }
       }
     }
-    if (progressed) continue;
+    if (progressed) {
+      idle_since = {};
+      continue;
+    }
+    // Nothing moved: retry for a while, yielding the CPU between tries, before sleeping in poll().
+    // A peer's answer on another host comes within tens of microseconds, and a wake-up from poll
+    // costs about as much (4-byte allreduce between two namespace hosts 14-16 -> 9 us, Open MPI 10).
+    const auto now = std::chrono::steady_clock::now();
+    if (idle_since == std::chrono::steady_clock::time_point{}) idle_since = now;
+    if (now - idle_since < kSpinBeforePoll) {
+      sched_yield();
+      continue;
+    }
+    idle_since = {};
 
     fds.clear();
     poll_channel.clear();
