@@ -494,34 +494,6 @@ int cpus_bound() {
   return CPU_COUNT(&set);
 }
 
-#ifdef RINGRUN_BENCH_HAVE_GLOO
-// Rank 0 makes the FileStore directory and tells the others its name through ringrun_broadcast.
-std::unique_ptr<Peer> connect_gloo(int rank, int ranks) {
-  std::vector<char> directory(4096, '\0');
-  if (rank == 0) {
-    const char *tmp = std::getenv("TMPDIR");
-    std::string pattern = fmt::format("{}/ringrun-bench-gloo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    std::copy(pattern.begin(), pattern.end(), directory.begin());
-    if (mkdtemp(directory.data()) == nullptr)
-      fail(fmt::format("cannot create the Gloo store directory {}: {} (set TMPDIR to a writable directory)",
-                       pattern, std::strerror(errno)));
-  }
-  check_rc(ringrun_broadcast(directory.data(), directory.size(), RINGRUN_UINT8, 0),
-           "ringrun_broadcast (Gloo store directory)");
-  std::unique_ptr<Peer> peer;
-  try {
-    peer = make_gloo_peer(rank, ranks, directory.data());
-  } catch (const std::exception &error) {
-    fail(fmt::format("Gloo could not connect over 127.0.0.1 through {}: {} (all ranks must share this "
-                     "host's /tmp; or use --peer mpi|none)",
-                     directory.data(), error.what()));
-  }
-  check_rc(ringrun_barrier(), "ringrun_barrier");
-  if (rank == 0) std::filesystem::remove_all(directory.data());
-  return peer;
-}
-#endif
-
 int run(int argc, char **argv) {
   Options options;
   if (const auto exit_code = parse_options(argc, argv, options)) return *exit_code;

@@ -4,6 +4,7 @@
 // new-style gloo::allreduce on one context makes ops take seconds (shared/notes/peer-baselines.md).
 #include "peer.hpp"
 
+#include "common.hpp"
 #include "dtype.hpp"
 
 #include <gloo/allgather_ring.h>
@@ -18,9 +19,17 @@
 
 #include <fmt/format.h>
 
+#include <stdlib.h>
+
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 namespace ringrun::bench {
 namespace {
@@ -126,6 +135,32 @@ class GlooPeer final : public Peer {
 
 std::unique_ptr<Peer> make_gloo_peer(int rank, int size, const std::string &store_dir) {
   return std::make_unique<GlooPeer>(rank, size, store_dir);
+}
+
+// Rank 0 makes the FileStore directory and tells the others its name through ringrun_broadcast.
+std::unique_ptr<Peer> connect_gloo(int rank, int ranks) {
+  std::vector<char> directory(4096, '\0');
+  if (rank == 0) {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern = fmt::format("{}/ringrun-bench-gloo-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    std::copy(pattern.begin(), pattern.end(), directory.begin());
+    if (mkdtemp(directory.data()) == nullptr)
+      fail(fmt::format("cannot create the Gloo store directory {}: {} (set TMPDIR to a writable directory)",
+                       pattern, std::strerror(errno)));
+  }
+  check_rc(ringrun_broadcast(directory.data(), directory.size(), RINGRUN_UINT8, 0),
+           "ringrun_broadcast (Gloo store directory)");
+  std::unique_ptr<Peer> peer;
+  try {
+    peer = make_gloo_peer(rank, ranks, directory.data());
+  } catch (const std::exception &error) {
+    fail(fmt::format("Gloo could not connect over 127.0.0.1 through {}: {} (all ranks must share this "
+                     "host's /tmp; or use --peer mpi|none)",
+                     directory.data(), error.what()));
+  }
+  check_rc(ringrun_barrier(), "ringrun_barrier");
+  if (rank == 0) std::filesystem::remove_all(directory.data());
+  return peer;
 }
 
 }  // namespace ringrun::bench

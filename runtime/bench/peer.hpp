@@ -47,6 +47,9 @@ std::unique_ptr<Peer> make_mpi_peer();
 // Connects a Gloo context over 127.0.0.1 through a FileStore in `store_dir`, a directory all ranks
 // see (rank 0 makes it and removes it once everyone has connected).
 std::unique_ptr<Peer> make_gloo_peer(int rank, int size, const std::string &store_dir);
+// make_gloo_peer with a store directory rank 0 makes and tells the others through ringrun_broadcast;
+// fails the benchmark with the fix when Gloo cannot connect. Collective.
+std::unique_ptr<Peer> connect_gloo(int rank, int ranks);
 #endif
 
 }  // namespace ringrun::bench
