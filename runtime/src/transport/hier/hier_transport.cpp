@@ -22,11 +22,12 @@ void HierTransport::allreduce(const OpHeader& header, const void* send, void* re
   // The phases combine partial results: AVERAGE sums and divides once at the end.
   OpHeader phase = header;
   if (header.op == RINGRUN_AVERAGE) phase.op = RINGRUN_SUM;
-  local_->allreduce(phase, send, recv);
+  local_->reduce_scatter(phase, send, recv);
 
   const std::size_t esize = dtype_size(header.dtype);
   const int me = local_index_of_[static_cast<std::size_t>(world_.rank)];
-  // 0 only with more ranks per host than elements: then the last shard is the whole buffer.
+  // 0 only with more ranks per host than elements: then the last shard is the whole buffer. The
+  // same blocks as the reduce-scatter's.
   const std::size_t block = header.count / static_cast<std::size_t>(local_size_);
   const std::size_t begin = block * static_cast<std::size_t>(me);
   const std::size_t size = me == local_size_ - 1 ? header.count - begin : block;

@@ -5,10 +5,11 @@
 // so that a mismatch is reported on every rank before any data moves, whichever phase the ranks
 // would have disagreed in (the cross group then sends no headers of its own). Then, for an
 // allreduce of count elements, q = count / L:
-//   (a) shared-memory allreduce of the whole buffer among the host's ranks (cheap next to TCP);
-//   (b) TCP allreduce of shard l (elements [l q, (l+1) q), the last shard up to count) among the
-//       ranks with local index l, one per host (the "cross" group), so each byte crosses the
-//       network once per host, not once per rank;
+//   (a) shared-memory reduce-scatter among the host's ranks: rank l of the host ends with the
+//       host's sum of shard l (elements [l q, (l+1) q), the last shard up to count), one pass
+//       over the input (an allreduce here would also copy every other shard back);
+//   (b) TCP allreduce of shard l among the ranks with local index l, one per host (the "cross"
+//       group), so each byte crosses the network once per host, not once per rank;
 //   (c) shared-memory allgather of the q-element shards, and a broadcast of the last shard's
 //       remaining count - L q elements from local index L-1 when count is not a multiple of L.
 // Each shard is reduced by exactly one cross group, so every rank ends with the same bits; AVERAGE

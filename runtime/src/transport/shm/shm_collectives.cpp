@@ -1,8 +1,9 @@
-// Broadcast and allgather through the shared-memory segment (see shm_transport.hpp): a latency
-// path of one round per slot, and a streamed path through the ring.
+// Broadcast, allgather and reduce-scatter through the shared-memory segment (see
+// shm_transport.hpp): a latency path of one round per slot, and a streamed path through the ring.
 #include <algorithm>
 #include <cstring>
 
+#include "core/dtype.hpp"
 #include "transport/shm/shm_copy.hpp"
 #include "transport/shm/shm_layout.hpp"
 #include "transport/shm/shm_transport.hpp"
@@ -118,6 +119,63 @@ void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void*
     }
   }
   if (stream) stream_fence();
+  publish(me.consumed);
+}
+
+void ShmTransport::reduce_scatter(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
+  const auto* send = static_cast<const char*>(send_ptr);
+  auto* recv = static_cast<char*>(recv_ptr);
+  const int n = group_.size(), r = group_.index;
+  Control& me = control(r);
+  const std::size_t esize = dtype_size(header.dtype);
+  const std::size_t block = header.count / static_cast<std::size_t>(n);
+  auto block_size = [&](int p) { return p == n - 1 ? header.count - block * static_cast<std::size_t>(n - 1) : block; };
+  // Ring chunk g holds, at p x piece, the k-th piece of block p (this rank's input) for rank p.
+  const std::size_t unit = std::max<std::size_t>(1, shm::kLine / esize);
+  // In whole cache lines where a ring chunk holds a line per rank (tests use tiny rings).
+  std::size_t piece = std::max<std::size_t>(1, chunk_bytes(header.bytes(), 1) / esize / static_cast<std::size_t>(n));
+  if (piece >= unit) piece = piece / unit * unit;
+  const std::size_t chunks = std::max<std::size_t>(1, (block_size(n - 1) + piece - 1) / piece);
+  auto elements = [&](int p, std::size_t k) {
+    const std::size_t size = block_size(p);
+    return k * piece >= size ? 0 : std::min(piece, size - k * piece);
+  };
+  auto offset = [&](int p, std::size_t k) { return (block * static_cast<std::size_t>(p) + k * piece) * esize; };
+  begin_streamed(header);
+  const std::uint32_t first = chunk_ + 1;
+  chunk_ += static_cast<std::uint32_t>(chunks);
+  // Step s: export chunk s, reduce chunk s-1 (the last read of the peers' ring chunks).
+  for (std::size_t step = 0; step < chunks + 1; ++step) {
+    if (step < chunks) {
+      const std::uint32_t g = first + static_cast<std::uint32_t>(step);
+      reserve_ring(g, "allreduce");
+      for (int p = 0; p < n; ++p)
+        if (p != r) std::memcpy(ring(r, g) + piece * esize * p, send + offset(p, step), elements(p, step) * esize);
+      publish(me.chunk_arrived, g);
+      if (step == 0) {
+        wait_arrived("allreduce");
+        check_headers(header);
+      }
+    }
+    if (step >= 1) {
+      const std::size_t k = step - 1, m = elements(r, k);
+      const std::uint32_t g = first + static_cast<std::uint32_t>(k);
+      wait_all(&Control::chunk_arrived, g, "allreduce");
+      const char* in = send + offset(r, k);
+      char* out = recv + offset(r, k);
+      auto source = [&](int p) -> const char* { return p == r ? in : ring(p, g) + piece * esize * r; };
+      // In rank order, as the allreduce does, so both give the same bits. With more than two ranks
+      // the partial sums go to this rank's own (unused) place in its ring chunk: out may be in.
+      if (m) {
+        char* acc = n > 2 ? ring(r, g) + piece * esize * r : out;
+        reduce(acc, source(0), source(1), m, header.dtype, header.op);
+        for (int p = 2; p < n - 1; ++p) reduce(acc, acc, source(p), m, header.dtype, header.op);
+        if (n > 2) reduce(out, acc, source(n - 1), m, header.dtype, header.op);
+        if (header.op == RINGRUN_AVERAGE) finish_average(out, m, header.dtype, n);
+      }
+      publish(me.chunk_consumed, g);
+    }
+  }
   publish(me.consumed);
 }
 

@@ -70,6 +70,11 @@ class ShmTransport final : public Transport {
   void broadcast(const OpHeader& header, void* buf) override;
   void allgather(const OpHeader& header, const void* send, void* recv) override;
   void barrier(const OpHeader& header) override;
+  // Reduces every rank's count elements (header: an allreduce's) and leaves in recv only this
+  // rank's block: elements [i q, (i+1) q) for group index i, q = count / ranks, the last block up
+  // to count; the rest of recv is not written. recv may be send. One pass over the input: the
+  // hierarchical allreduce's first phase.
+  void reduce_scatter(const OpHeader& header, const void* send, void* recv);
 
   struct Control;
 
