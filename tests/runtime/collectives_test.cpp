@@ -349,6 +349,15 @@ TEST_CASE("hierarchical allreduce: 2x2, 2x3 and 3x2 hosts x ranks, every dtype a
   }
 }
 
+TEST_CASE("hierarchical allreduce: a tiny shared-memory ring, many reduce-scatter chunks per call") {
+  // 4 KiB ring chunks: the first phase takes dozens of chunks whose pieces of the last (larger)
+  // block run past the others' blocks; 2 and 3 ranks per host.
+  for (auto layout : {std::vector<int>{2, 2}, std::vector<int>{3, 3}}) {
+    INFO(layout.size(), " hosts x ", layout[0], " ranks");
+    check_allreduce_on(test::hosts_of_blocks(layout), {4097, 16411, 100003}, "shm+tcp", {.shm_slot_bytes = 4096});
+  }
+}
+
 TEST_CASE("hierarchical: ranks of a host need not be consecutive") {
   // Round-robin placement: hosts a b a b a b.
   check_allreduce_on({"nodeA", "nodeB", "nodeA", "nodeB", "nodeA", "nodeB"}, {7, 16411, 300007}, "shm+tcp");
