@@ -121,10 +121,7 @@ class ElasticJob {
   std::map<std::uint64_t, Process> processes_;
   std::deque<Stream> streams_;  // a deque: a Stream never moves once its process writes to it
   std::vector<char> chunk_ = std::vector<char>(1 << 16);
-  int sfd_ = -1;
-  sigset_t previous_{};   // the mask before the supervisor's signals were blocked
-  sigset_t exec_mask_{};  // the mask processes start with
-  struct sigaction old_pipe_ {};
+  SignalRoute signals_;  // blocked, read through signals_.fd(); restored last
   int devnull_ = -1;
   const bool stdin_is_tty_ = ::isatty(STDIN_FILENO);
   const pid_t parent_ = ::getpid();
@@ -145,15 +142,6 @@ ElasticJob::ElasticJob(std::vector<ProcessSpec> slots, const ElasticConfig& conf
     : slots_(std::move(slots)), config_(config), hosts_(config.hosts), added_host_(std::move(added_host)),
       options_(options), coordinator_(config),
       client_(store.host, store.port, store.secret, std::chrono::seconds(10)) {
-  // Signals arrive through a signalfd, so the loop is the only place that reacts to them.
-  sigset_t handled = supervisor_signals();
-  ::pthread_sigmask(SIG_BLOCK, &handled, &previous_);
-  exec_mask_ = exec_signal_mask(previous_);
-  sfd_ = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd_ < 0) throw LaunchError(fmt::format("ringrun: signalfd: {}", std::strerror(errno)), 1);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ignore, &old_pipe_);
   devnull_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   // Groups alive at once: every slot's process, each replaced once while the old one still exits.
   guard_.emplace(4 * slots_.size() + 64);  // + 64: the processes of nodes the job may gain
@@ -163,9 +151,6 @@ ElasticJob::~ElasticJob() {
   for (Stream& s : streams_)
     if (s.fd >= 0) ::close(s.fd);
   if (devnull_ >= 0) ::close(devnull_);
-  if (sfd_ >= 0) ::close(sfd_);
-  ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-  ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
 }
 
 // Output files first: a directory that cannot be written is a usage error, and nothing has started.
@@ -249,7 +234,7 @@ void ElasticJob::spawn(const SpawnMember& s) {
     abandon();
     throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(errno)), 1);
   }
-  RankLaunch launch = rank_launch(process.spec, exec_mask_, parent_);
+  RankLaunch launch = rank_launch(process.spec, signals_.exec_mask(), parent_);
   launch.in_fd = (process.spec.stdin_inherit && !stdin_is_tty_) ? STDIN_FILENO : devnull_;
   launch.out_fd = out[1];
   launch.err_fd = err[1];
@@ -332,7 +317,7 @@ int ElasticJob::signal_running(int sig, std::optional<Clock::time_point> kill_at
 
 void ElasticJob::read_signals(Clock::time_point now) {
   signalfd_siginfo info;
-  while (::read(sfd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+  while (::read(signals_.fd(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
     const int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) continue;  // reaped below
     if (sig == SIGUSR1 || sig == SIGUSR2) {
@@ -396,7 +381,7 @@ void ElasticJob::run_discovery(Clock::time_point now) {
   const std::optional<Clock::time_point> due = coordinator_.next_discovery();
   if (discovery_ || !due || now < *due) return;
   try {
-    discovery_.emplace(config_.discovery_script, exec_mask_, now);
+    discovery_.emplace(config_.discovery_script, signals_.exec_mask(), now);
   } catch (const LaunchError& e) {
     // No process or pipe to spare right now: a failed run like any other, retried in a second.
     apply(coordinator_.on_discovery(DiscoveryResult{false, "", e.what()}, now), now);
@@ -496,7 +481,7 @@ int ElasticJob::run() {
   open_output_files();
   apply(coordinator_.start(Clock::now()), Clock::now());
   for (;;) {
-    std::vector<pollfd> fds{{sfd_, POLLIN, 0}};
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
     std::vector<std::size_t> stream_of;
     for (std::size_t i = 0; i < streams_.size(); ++i)
       if (streams_[i].fd >= 0) {

@@ -1,13 +1,16 @@
-// The supervisors' shared parts (supervisor_parts.hpp), moved out of supervisor.cpp unchanged.
+// The supervisors' shared parts (supervisor_parts.hpp).
 #include "supervisor_parts.hpp"
 
 #include <ringrun/topology.hpp>
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstring>
 #include <pthread.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <string_view>
 #include <vector>
@@ -104,6 +107,27 @@ sigset_t supervisor_signals() {
 }
 
 sigset_t exec_signal_mask(const sigset_t& current) { return g_signals_blocked ? g_original_mask : current; }
+
+SignalRoute::SignalRoute() {
+  sigset_t handled = supervisor_signals(), previous;
+  ::pthread_sigmask(SIG_BLOCK, &handled, &previous);
+  exec_mask_ = exec_signal_mask(previous);
+  fd_ = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd_ < 0) {
+    const int e = errno;
+    ::pthread_sigmask(SIG_SETMASK, &exec_mask_, nullptr);
+    throw LaunchError(fmt::format("ringrun: signalfd: {}", std::strerror(e)), 1);
+  }
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+}
+
+SignalRoute::~SignalRoute() {
+  ::close(fd_);
+  ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &exec_mask_, nullptr);
+}
 
 void block_supervisor_signals() {
   sigset_t set = supervisor_signals();

@@ -1,5 +1,5 @@
 // The parts the two supervisors share: supervise() (a fixed set of processes, supervisor.cpp) and
-// run_elastic() (a changing set, elastic_supervisor.cpp). Moved out of supervisor.cpp unchanged.
+// run_elastic() (a changing set, elastic_supervisor.cpp).
 #pragma once
 
 #include "rank_spawn.hpp"
@@ -34,5 +34,26 @@ sigset_t supervisor_signals();
 // when block_supervisor_signals() ran, else `current` (the mask before the supervisor blocked its
 // signals).
 sigset_t exec_signal_mask(const sigset_t& current);
+
+// A supervisor's signals for as long as it runs: supervisor_signals() blocked and read from fd()
+// (so its loop is the only place that reacts to them), SIGPIPE ignored (a reader that went away
+// is not ringrun's death). The destructor closes the fd and gives the process the mask it started
+// with and SIGPIPE's old action back. Throws LaunchError when the signalfd cannot be made.
+class SignalRoute {
+ public:
+  SignalRoute();
+  ~SignalRoute();
+  SignalRoute(const SignalRoute&) = delete;
+  SignalRoute& operator=(const SignalRoute&) = delete;
+
+  int fd() const { return fd_; }
+  // The mask the processes the supervisor starts get back before exec (exec_signal_mask).
+  const sigset_t& exec_mask() const { return exec_mask_; }
+
+ private:
+  int fd_ = -1;
+  sigset_t exec_mask_{};
+  struct sigaction old_pipe_ {};
+};
 
 }  // namespace ringrun
