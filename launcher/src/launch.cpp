@@ -323,29 +323,28 @@ int show_template(const Invocation& inv) {
   return 0;
 }
 
-int run_invocation(const Invocation& inv, const Environment& env) {
-  if (inv.command == Command::topo) return show_topology(inv, env);
-  if (inv.command == Command::template_) return show_template(inv);
-  if (inv.command == Command::check_build) return run_check_build(env);
-  if (inv.command == Command::doctor)
-    return run_doctor(env, DoctorOptions{inv.json, inv.doctor_all_nodes, inv.doctor_report,
-                                         inv.launch.network_interface});
-  const std::string self = local_hostname();
-  Allocation alloc = gather_allocation(inv, env, self);
-  LaunchOptions options = inv.launch;
-  options.launcher = resolve_launcher(options.launcher, alloc, self);
+namespace {
+
+// The launcher for this job, and what choosing it had to say.
+struct LauncherChoice {
+  LauncherKind kind = LauncherKind::local;
+  bool mpi_on_this_host = false;  // an MPI program on this host alone, under mpirun
+  std::vector<std::string> notes, warnings;
+};
+
+LauncherChoice choose_launcher(const Invocation& inv, const Environment& env, const Allocation& alloc,
+                               const std::string& self) {
+  LauncherChoice choice;
+  choice.kind = resolve_launcher(inv.launch.launcher, alloc, self);
   // An MPI program on this host alone goes under mpirun, which makes its ranks one MPI world.
-  std::vector<std::string> mpi_notes, mpi_warnings;
-  bool mpi_on_this_host = false;
   // Elastic mode starts its processes itself: an MPI program stays on the local launcher there.
-  if (inv.launch.launcher == LauncherKind::automatic && options.launcher == LauncherKind::local &&
-      !inv.elastic.enabled()) {
-    options.launcher = launcher_for_mpi_program(options.launcher, options.program, env, mpi_notes, mpi_warnings);
-    mpi_on_this_host = options.launcher == LauncherKind::mpirun;
+  if (inv.launch.launcher == LauncherKind::automatic && choice.kind == LauncherKind::local && !inv.elastic.enabled()) {
+    choice.kind = launcher_for_mpi_program(choice.kind, inv.launch.program, env, choice.notes, choice.warnings);
+    choice.mpi_on_this_host = choice.kind == LauncherKind::mpirun;
   }
-  if (inv.elastic.enabled()) require_elastic_launcher(inv, options.launcher, alloc);
+  if (inv.elastic.enabled()) require_elastic_launcher(inv, choice.kind, alloc);
   // Every host named before anything starts on one (mpirun's ssh would report them one by one).
-  if (!inv.dry_run && options.launcher == LauncherKind::mpirun &&
+  if (!inv.dry_run && choice.kind == LauncherKind::mpirun &&
       (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile)) {
     std::vector<std::string> remote;
     for (const auto& h : alloc.hosts)
@@ -354,18 +353,14 @@ int run_invocation(const Invocation& inv, const Environment& env) {
                                                : fmt::format("--hostfile '{}'", inv.hostfile.value_or("")),
                              env);
   }
+  return choice;
+}
 
-  // The topology: a given XML file stands for every host; otherwise this host's own, which the
-  // local backend needs for pinning (remote hosts are planned by their own task shim).
-  std::optional<topology::Topology> topo;
-  if (inv.topology_file) topo = topology::load_xml(*inv.topology_file);
-  // The per-node cache: a live load scans PCI, which on a VM costs more than starting the ranks.
-  else if (options.launcher == LauncherKind::local || mpi_on_this_host) topo = topology::load_live_cached();
-
-  // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
-  // allows.
-  inherit_visible_gpus(env, options.node);
-  int elastic_start_np = 0;  // 0: the plan's -np
+// -np when not given: the discovery script's slots (elastic), --min-np on this host, else the
+// allocation's slots or this host's GPUs. Returns the elastic start count (0: the plan's -np).
+int settle_num_proc(const Invocation& inv, const std::string& self, const std::optional<topology::Topology>& topo,
+                    Allocation& alloc, LaunchOptions& options) {
+  int elastic_start_np = 0;
   if (inv.elastic.discovery_script && !inv.dry_run) {
     const DiscoveredStart start = discovered_start(inv, self);
     elastic_start_np = start.start_np;
@@ -387,13 +382,131 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     throw InputError(fmt::format("--min-np {} : the job has {} slots (-np, else the allocation's); give at least {} "
                                  "or lower --min-np",
                                  *inv.elastic.min_np, *options.num_proc, *inv.elastic.min_np));
+  return elastic_start_np;
+}
+
+// The interface the ranks use. Several hosts: the one all of them share, from one probe step over
+// the nodes (not in a dry run, which starts nothing; not for a job named by --jobid, whose nodes
+// srun cannot reach from here without it); else this host's.
+void choose_interface(const Invocation& inv, const LaunchOptions& options, const Environment& env,
+                      const std::optional<topology::Topology>& topo, PlanInputs& in) {
+  if (options.network_interface) return;
+  const Allocation& allocation = in.allocation;
+  if (!inv.dry_run && options.launcher != LauncherKind::local && allocation.hosts.size() > 1 &&
+      allocation.source != AllocationSource::slurm_job) {
+    std::vector<std::string> names;
+    for (const auto& h : allocation.hosts) names.push_back(h.name);
+    auto shared = netprobe::probe_shared_interface(names, allocation.source == AllocationSource::slurm_env, env, inv.verbose);
+    if (shared.name) in.chosen_interface = InterfaceChoice{*shared.name, shared.reason};
+  } else {
+    in.chosen_interface = choose_network_interface(host_interfaces(), topology_netdevs(topo));
+  }
+}
+
+// The rendezvous store lives in ringrun for the whole job, listening only where ranks reach it:
+// loopback for a local job, the chosen interface's address otherwise (every address only when
+// no interface is known). A dry run only names a port.
+struct StoreEndpoint {
+  std::unique_ptr<store::Server> server;
+  std::optional<std::string> ip;  // this host's address on the chosen interface
+  int port = 0;
+};
+
+StoreEndpoint open_store(const Invocation& inv, const LaunchOptions& options, PlanInputs& in, bool single_local,
+                         const std::string& self) {
+  StoreEndpoint store;
+  // Ranks on other nodes reach the store at this host's address on the chosen interface (a name
+  // need not resolve there); without one, at this host's name.
+  if (!single_local && (options.network_interface || in.chosen_interface))
+    store.ip = netprobe::local_ipv4_of(options.network_interface ? *options.network_interface : in.chosen_interface->name);
+  if (inv.dry_run) {
+    store.port = free_port();
+  } else {
+    store.server = std::make_unique<store::Server>(single_local ? "127.0.0.1" : store.ip.value_or("0.0.0.0"), 0,
+                                                   in.job_secret);
+    store.port = store.server->port();
+  }
+  in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : store.ip.value_or(self), store.port);
+  return store;
+}
+
+// The plan's warnings (and with --verbose its notes and table); for a dry run the plan itself.
+void show_plan(const Invocation& inv, const Plan& plan) {
+  for (const std::string& warning : plan.warnings) std::cerr << warning << '\n';
+  if (inv.verbose)
+    for (const std::string& note : plan.notes) std::cerr << note << '\n';
+  if (inv.dry_run) {
+    if (!inv.json) std::cout << "command: " << netprobe::shell_words(plan.command) << '\n';
+    if (inv.json) write_plan_json(plan, std::cout);
+    else std::cout << plan_to_table(plan) << std::flush;
+  } else if (inv.verbose) {
+    std::cerr << fmt::format("ringrun: {} ranks on {} host(s) with the {} launcher\n", plan.world_size,
+                             plan.hosts.size(), to_string(plan.launcher))
+              << "ringrun: command: " << netprobe::shell_words(plan.command) << '\n'
+              << plan_to_table(plan);
+  }
+}
+
+// Starts the plan's processes and supervises them to the end: ringrun's exit status.
+int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Backend& backend,
+             const LauncherChoice& choice, const StoreEndpoint& store, const std::string& job_secret,
+             int elastic_start_np, const std::string& self) {
+  if (inv.elastic.enabled()) {
+    // One process per slot; the store is the one run_invocation owns.
+    AddedHostSlots added_host;
+    if (plan.launcher == LauncherKind::srun)
+      added_host = [&backend, &env](const std::string& host, int slots, int first_slot) {
+        return backend.elastic_added_host(host, slots, first_slot, env);
+      };
+    return run_elastic(backend.elastic_slots(plan, env), elastic_config(inv, plan, elastic_start_np, self, env),
+                       inv.supervisor,
+                       ElasticStoreAddress{store.ip.value_or("127.0.0.1"), static_cast<std::uint16_t>(store.port),
+                                           job_secret},
+                       std::move(added_host));
+  }
+  std::vector<ProcessSpec> processes = backend.processes(plan, env);
+  // A local job of MPI singletons is said once, after the summary, never silently; not twice
+  // when the missing-mpirun warning said it before the start.
+  std::unique_ptr<SingletonWatch> singletons;
+  if (plan.launcher == LauncherKind::local && choice.warnings.empty()) singletons = SingletonWatch::start(processes, env);
+  if (singletons) singletons->apply(processes);
+  const int status = supervise(processes, inv.supervisor);
+  if (singletons && singletons->mpi_initialized()) std::cerr << kSingletonHint << '\n';
+  return status;
+}
+
+}  // namespace
+
+int run_invocation(const Invocation& inv, const Environment& env) {
+  if (inv.command == Command::topo) return show_topology(inv, env);
+  if (inv.command == Command::template_) return show_template(inv);
+  if (inv.command == Command::check_build) return run_check_build(env);
+  if (inv.command == Command::doctor)
+    return run_doctor(env, DoctorOptions{inv.json, inv.doctor_all_nodes, inv.doctor_report,
+                                         inv.launch.network_interface});
+  const std::string self = local_hostname();
+  Allocation alloc = gather_allocation(inv, env, self);
+  LaunchOptions options = inv.launch;
+  const LauncherChoice choice = choose_launcher(inv, env, alloc, self);
+  options.launcher = choice.kind;
+
+  // The topology: a given XML file stands for every host; otherwise this host's own, which the
+  // local backend needs for pinning (remote hosts are planned by their own task shim).
+  std::optional<topology::Topology> topo;
+  if (inv.topology_file) topo = topology::load_xml(*inv.topology_file);
+  // The per-node cache: a live load scans PCI, which on a VM costs more than starting the ranks.
+  else if (options.launcher == LauncherKind::local || choice.mpi_on_this_host) topo = topology::load_live_cached();
+
+  // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
+  // allows.
+  inherit_visible_gpus(env, options.node);
+  const int elastic_start_np = settle_num_proc(inv, self, topo, alloc, options);
 
   PlanInputs in;
   in.allocation = std::move(alloc);  // a 4,096-host allocation is not worth a copy
-  const Allocation& allocation = in.allocation;
   in.launcher_env = env;
-  const bool single_local = options.launcher == LauncherKind::local || mpi_on_this_host;
-  in.master_addr = single_local ? "127.0.0.1" : allocation.hosts.front().name;
+  const bool single_local = options.launcher == LauncherKind::local || choice.mpi_on_this_host;
+  in.master_addr = single_local ? "127.0.0.1" : in.allocation.hosts.front().name;
   in.master_port = free_port();
   in.job_secret = inv.dry_run ? std::string(64, '0') : job_secret();
   if (topo) {
@@ -410,40 +523,12 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   in.nccl_version = cached_nccl_version(env);
   in.python_package_dir = find_python_package_dir(executable_dir());
   if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
-  // Several hosts: the interface all of them share, from one probe step over the nodes (not in a
-  // dry run, which starts nothing; not for a job named by --jobid, whose nodes srun cannot reach
-  // from here without it).
-  if (!options.network_interface && !inv.dry_run && options.launcher != LauncherKind::local &&
-      allocation.hosts.size() > 1 && allocation.source != AllocationSource::slurm_job) {
-    std::vector<std::string> names;
-    for (const auto& h : allocation.hosts) names.push_back(h.name);
-    auto shared = netprobe::probe_shared_interface(names, allocation.source == AllocationSource::slurm_env, env, inv.verbose);
-    if (shared.name) in.chosen_interface = InterfaceChoice{*shared.name, shared.reason};
-  } else if (!options.network_interface) {
-    in.chosen_interface = choose_network_interface(host_interfaces(), topology_netdevs(topo));
-  }
+  choose_interface(inv, options, env, topo, in);
 
   std::unique_ptr<Backend> backend = make_backend(options.launcher);
   if (options.launcher == LauncherKind::srun && options.srun_mpi == "auto")
     options.srun_mpi_plugins = cached_srun_mpi_plugins(env, [&env] { return srun_mpi_plugins(env); });
-  // Ranks on other nodes reach the store at this host's address on the chosen interface (a name
-  // need not resolve there); without one, at this host's name.
-  std::optional<std::string> store_ip;
-  if (!single_local && (options.network_interface || in.chosen_interface))
-    store_ip = netprobe::local_ipv4_of(options.network_interface ? *options.network_interface : in.chosen_interface->name);
-  // The rendezvous store lives in ringrun for the whole job, listening only where ranks reach it:
-  // loopback for a local job, the chosen interface's address otherwise (every address only when
-  // no interface is known). A dry run only names a port.
-  std::unique_ptr<store::Server> store;
-  int store_port = 0;
-  if (inv.dry_run) {
-    store_port = free_port();
-  } else {
-    store = std::make_unique<store::Server>(single_local ? "127.0.0.1" : store_ip.value_or("0.0.0.0"), 0,
-                                            in.job_secret);
-    store_port = store->port();
-  }
-  in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : store_ip.value_or(self), store_port);
+  const StoreEndpoint store = open_store(inv, options, in, single_local, self);
 
   Plan plan = make_plan(in, options);
   plan.launcher = options.launcher;
@@ -454,47 +539,11 @@ int run_invocation(const Invocation& inv, const Environment& env) {
     for (const char* name : kForwardedOptionVariables)
       if (plan.ranks.front().env.count(name)) backend_options.env_args.emplace_back(name);
   plan.command = backend->command(plan, backend_options, env);
-
-  plan.warnings.insert(plan.warnings.end(), mpi_warnings.begin(), mpi_warnings.end());
-  plan.notes.insert(plan.notes.end(), mpi_notes.begin(), mpi_notes.end());
-  for (const std::string& warning : plan.warnings) std::cerr << warning << '\n';
-  if (inv.verbose)
-    for (const std::string& note : plan.notes) std::cerr << note << '\n';
-
-  if (inv.dry_run) {
-    if (!inv.json) std::cout << "command: " << netprobe::shell_words(plan.command) << '\n';
-    if (inv.json) write_plan_json(plan, std::cout);
-    else std::cout << plan_to_table(plan) << std::flush;
-    return 0;
-  }
-  if (inv.verbose) {
-    std::cerr << fmt::format("ringrun: {} ranks on {} host(s) with the {} launcher\n", plan.world_size,
-                             plan.hosts.size(), to_string(plan.launcher))
-              << "ringrun: command: " << netprobe::shell_words(plan.command) << '\n'
-              << plan_to_table(plan);
-  }
-  if (inv.elastic.enabled()) {
-    // One process per slot; the store is the one this function owns.
-    AddedHostSlots added_host;
-    if (plan.launcher == LauncherKind::srun)
-      added_host = [&backend, &env](const std::string& host, int slots, int first_slot) {
-        return backend->elastic_added_host(host, slots, first_slot, env);
-      };
-    return run_elastic(backend->elastic_slots(plan, env), elastic_config(inv, plan, elastic_start_np, self, env),
-                       inv.supervisor,
-                       ElasticStoreAddress{store_ip.value_or("127.0.0.1"), static_cast<std::uint16_t>(store_port),
-                                           in.job_secret},
-                       std::move(added_host));
-  }
-  std::vector<ProcessSpec> processes = backend->processes(plan, env);
-  // A local job of MPI singletons is said once, after the summary, never silently; not twice
-  // when the missing-mpirun warning said it before the start.
-  std::unique_ptr<SingletonWatch> singletons;
-  if (plan.launcher == LauncherKind::local && mpi_warnings.empty()) singletons = SingletonWatch::start(processes, env);
-  if (singletons) singletons->apply(processes);
-  const int status = supervise(processes, inv.supervisor);
-  if (singletons && singletons->mpi_initialized()) std::cerr << kSingletonHint << '\n';
-  return status;
+  plan.warnings.insert(plan.warnings.end(), choice.warnings.begin(), choice.warnings.end());
+  plan.notes.insert(plan.notes.end(), choice.notes.begin(), choice.notes.end());
+  show_plan(inv, plan);
+  if (inv.dry_run) return 0;
+  return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start_np, self);
 }
 
 }  // namespace ringrun
