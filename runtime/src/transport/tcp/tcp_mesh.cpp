@@ -222,64 +222,46 @@ bool TcpMesh::drain(std::span<Transfer> transfers, const std::function<bool()>& 
   return stop_early();
 }
 
-void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early) {
-  const int n = world_.size, channels = n * streams_;  // channel = peer * streams_ + stream
-  std::vector<int> next_send(channels, -1), next_recv(channels, -1);
+// Where one progress() run stands: per channel (peer * streams + stream) the first unfinished
+// transfer in each direction, and the peers the run exchanges anything with.
+struct TcpMesh::Channels {
+  Channels(int peers, int streams)
+      : next_send(static_cast<std::size_t>(peers * streams), -1), next_recv(next_send), involved(peers, false) {}
+  std::vector<int> next_send, next_recv;
   // Peers this run exchanges nothing with are watched for a hang-up (on connection 0): one of them
   // dying is why the peers we wait for may never send. A peer whose transfers here are done may
   // legitimately have moved on and closed (after the finalize barrier), so it is not watched.
-  std::vector<bool> involved(n, false);
-  std::vector<pollfd> fds;
+  std::vector<bool> involved;
+  std::vector<pollfd> fds;  // wait()'s, kept to spare an allocation per wait
   std::vector<int> poll_channel;
+
+  // Finds the first unfinished transfer per channel and direction; false when none is left.
+  bool scan(std::span<Transfer> transfers, int streams);
+};
+
+bool TcpMesh::Channels::scan(std::span<Transfer> transfers, int streams) {
+  std::fill(next_send.begin(), next_send.end(), -1);
+  std::fill(next_recv.begin(), next_recv.end(), -1);
+  std::fill(involved.begin(), involved.end(), false);
+  bool pending = false;
+  for (std::size_t i = 0; i < transfers.size(); ++i) {
+    Transfer& t = transfers[i];
+    involved[static_cast<std::size_t>(t.peer)] = true;
+    if (t.done == t.len) continue;
+    pending = true;
+    auto& slot = t.send ? next_send[static_cast<std::size_t>(t.peer * streams + t.stream)]
+                        : next_recv[static_cast<std::size_t>(t.peer * streams + t.stream)];
+    if (slot < 0) slot = static_cast<int>(i);
+  }
+  return pending;
+}
+
+void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early) {
+  Channels channels(world_.size, streams_);
   std::chrono::steady_clock::time_point idle_since{};
   for (;;) {
-    // The first unfinished transfer per channel and direction.
-    std::fill(next_send.begin(), next_send.end(), -1);
-    std::fill(next_recv.begin(), next_recv.end(), -1);
-    std::fill(involved.begin(), involved.end(), false);
-    bool pending = false;
-    for (std::size_t i = 0; i < transfers.size(); ++i) {
-      Transfer& t = transfers[i];
-      involved[t.peer] = true;
-      if (t.done == t.len) continue;
-      pending = true;
-      auto& slot = t.send ? next_send[t.peer * streams_ + t.stream] : next_recv[t.peer * streams_ + t.stream];
-      if (slot < 0) slot = static_cast<int>(i);
-    }
-    if (!pending || (stop_early && stop_early())) return;
-
-    // Move what can move without waiting; poll only when nothing moved.
-    bool progressed = false;
-    for (int channel = 0; channel < channels; ++channel) {
-      const int peer = channel / streams_;
-      const int socket = fds_[static_cast<std::size_t>(channel)].get();
-      if (next_recv[channel] >= 0) {
-        Transfer& t = transfers[next_recv[channel]];
-        ssize_t got = ::recv(socket, t.data + t.done, t.len - t.done, MSG_DONTWAIT);
-        if (got == 0) peer_failed(peer, what, 0);
-        if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-          peer_failed(peer, what, errno == ECONNRESET ? 0 : errno);
-        if (got > 0) {
-          t.done += static_cast<std::size_t>(got);
-          t.ready = t.on_recv ? t.on_recv(t.done) : t.done;
-          progressed = true;
-        }
-      }
-      if (next_send[channel] >= 0) {
-        Transfer& t = transfers[next_send[channel]];
-        std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
-        if (limit > t.done) {
-          ssize_t sent = ::send(socket, t.data + t.done, limit - t.done, MSG_DONTWAIT | MSG_NOSIGNAL);
-          if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            peer_failed(peer, what, (errno == EPIPE || errno == ECONNRESET) ? 0 : errno);
-          if (sent > 0) {
-            t.done += static_cast<std::size_t>(sent);
-            progressed = true;
-          }
-        }
-      }
-    }
-    if (progressed) {
+    if (!channels.scan(transfers, streams_) || (stop_early && stop_early())) return;
+    if (move_data(transfers, channels, what)) {
       idle_since = {};
       continue;
     }
@@ -293,42 +275,87 @@ void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const st
       continue;
     }
     idle_since = {};
+    wait_for_sockets(transfers, channels, what);
+  }
+}
 
-    fds.clear();
-    poll_channel.clear();
-    for (int channel = 0; channel < channels; ++channel) {
-      const int peer = channel / streams_, stream = channel % streams_;
-      const net::Fd& socket = fds_[static_cast<std::size_t>(channel)];
-      if (!socket) continue;
-      short events = 0;
-      if (next_recv[channel] >= 0) events |= POLLIN;
-      if ((!involved[peer] && stream == 0) || (next_recv[channel] < 0 && next_send[channel] >= 0)) events |= POLLRDHUP;
-      if (next_send[channel] >= 0) {
-        Transfer& t = transfers[next_send[channel]];
-        std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
-        if (limit > t.done) events |= POLLOUT;
+bool TcpMesh::move_data(std::span<Transfer> transfers, const Channels& channels, const char* what) {
+  // Move what can move without waiting; the caller polls only when nothing moved.
+  bool progressed = false;
+  for (int channel = 0; channel < world_.size * streams_; ++channel) {
+    const auto c = static_cast<std::size_t>(channel);
+    const int peer = channel / streams_;
+    const int socket = fds_[c].get();
+    if (channels.next_recv[c] >= 0) {
+      Transfer& t = transfers[static_cast<std::size_t>(channels.next_recv[c])];
+      ssize_t got = ::recv(socket, t.data + t.done, t.len - t.done, MSG_DONTWAIT);
+      if (got == 0) peer_failed(peer, what, 0);
+      if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        peer_failed(peer, what, errno == ECONNRESET ? 0 : errno);
+      if (got > 0) {
+        t.done += static_cast<std::size_t>(got);
+        t.ready = t.on_recv ? t.on_recv(t.done) : t.done;
+        progressed = true;
       }
-      if (events == 0) continue;  // done with it in this run (POLLHUP would be reported anyway)
-      fds.push_back({socket.get(), events, 0});
-      poll_channel.push_back(channel);
     }
-    int ready = ::poll(fds.data(), fds.size(), 1000);
-    if (ready < 0 && errno != EINTR)
-      throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: poll(): {}", what, std::strerror(errno)));
-    for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
-      const int channel = poll_channel[i], peer = channel / streams_;
-      short revents = fds[i].revents;
-      bool reading = next_recv[channel] >= 0;
-      // While reading, EOF is seen by recv() after the remaining data; otherwise a hang-up of a
-      // watched peer (or of one we still send to) is final.
-      bool watched = !involved[peer] || next_send[channel] >= 0;
-      if (!reading && watched && (revents & (POLLRDHUP | POLLHUP))) peer_failed(peer, what, 0);
-      if (!reading && watched && (revents & POLLERR)) {
-        int error = 0;
-        socklen_t len = sizeof error;
-        ::getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &error, &len);
-        peer_failed(peer, what, error == ECONNRESET || error == EPIPE ? 0 : error);
+    if (channels.next_send[c] >= 0) {
+      Transfer& t = transfers[static_cast<std::size_t>(channels.next_send[c])];
+      std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
+      if (limit > t.done) {
+        ssize_t sent = ::send(socket, t.data + t.done, limit - t.done, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+          peer_failed(peer, what, (errno == EPIPE || errno == ECONNRESET) ? 0 : errno);
+        if (sent > 0) {
+          t.done += static_cast<std::size_t>(sent);
+          progressed = true;
+        }
       }
+    }
+  }
+  return progressed;
+}
+
+void TcpMesh::wait_for_sockets(std::span<Transfer> transfers, Channels& channels, const char* what) {
+  auto& fds = channels.fds;
+  auto& poll_channel = channels.poll_channel;
+  fds.clear();
+  poll_channel.clear();
+  for (int channel = 0; channel < world_.size * streams_; ++channel) {
+    const auto c = static_cast<std::size_t>(channel);
+    const int peer = channel / streams_, stream = channel % streams_;
+    const net::Fd& socket = fds_[c];
+    if (!socket) continue;
+    short events = 0;
+    if (channels.next_recv[c] >= 0) events |= POLLIN;
+    if ((!channels.involved[static_cast<std::size_t>(peer)] && stream == 0) ||
+        (channels.next_recv[c] < 0 && channels.next_send[c] >= 0))
+      events |= POLLRDHUP;
+    if (channels.next_send[c] >= 0) {
+      Transfer& t = transfers[static_cast<std::size_t>(channels.next_send[c])];
+      std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
+      if (limit > t.done) events |= POLLOUT;
+    }
+    if (events == 0) continue;  // done with it in this run (POLLHUP would be reported anyway)
+    fds.push_back({socket.get(), events, 0});
+    poll_channel.push_back(channel);
+  }
+  int ready = ::poll(fds.data(), fds.size(), 1000);
+  if (ready < 0 && errno != EINTR)
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: poll(): {}", what, std::strerror(errno)));
+  for (std::size_t i = 0; ready > 0 && i < fds.size(); ++i) {
+    const int channel = poll_channel[i], peer = channel / streams_;
+    const auto c = static_cast<std::size_t>(channel);
+    short revents = fds[i].revents;
+    bool reading = channels.next_recv[c] >= 0;
+    // While reading, EOF is seen by recv() after the remaining data; otherwise a hang-up of a
+    // watched peer (or of one we still send to) is final.
+    bool watched = !channels.involved[static_cast<std::size_t>(peer)] || channels.next_send[c] >= 0;
+    if (!reading && watched && (revents & (POLLRDHUP | POLLHUP))) peer_failed(peer, what, 0);
+    if (!reading && watched && (revents & POLLERR)) {
+      int error = 0;
+      socklen_t len = sizeof error;
+      ::getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &error, &len);
+      peer_failed(peer, what, error == ECONNRESET || error == EPIPE ? 0 : error);
     }
   }
 }

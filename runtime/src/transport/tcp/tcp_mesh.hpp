@@ -85,6 +85,9 @@ class TcpMesh {
 
  private:
   void progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early);
+  struct Channels;
+  bool move_data(std::span<Transfer> transfers, const Channels& channels, const char* what);  // true: bytes moved
+  void wait_for_sockets(std::span<Transfer> transfers, Channels& channels, const char* what);  // poll(), hang-ups
   // After a peer closed during run(): reads what the other peers sent, for up to 100 ms, until
   // stop_early is true (then true) or nothing more arrives (then false).
   bool drain(std::span<Transfer> transfers, const std::function<bool()>& stop_early);
