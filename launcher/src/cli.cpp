@@ -142,25 +142,47 @@ void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::ve
   if (e.cooldown_min_s) validate_cooldown_range(CooldownRange{*e.cooldown_min_s, *e.cooldown_max_s});
 }
 
-}  // namespace
+// The host sources and the program, once parsed: each bad one is one line (exit 2).
+void check_hosts_and_program(const Invocation& inv, bool program_after_dashes) {
+  const auto& L = inv.launch;
+  if ((inv.hosts ? 1 : 0) + (inv.hostfile ? 1 : 0) + (inv.job_id ? 1 : 0) > 1)
+    throw UsageError("-H, --hostfile and --jobid name the hosts each; give one of them");
+  if (L.num_proc && *L.num_proc < 1)
+    throw UsageError(fmt::format("-np {} : the number of ranks must be at least 1", *L.num_proc));
+  if (inv.command == Command::run && !program_after_dashes && !L.program.empty() && L.program.front().size() > 1 &&
+      L.program.front().starts_with("-"))
+    throw UsageError(fmt::format("unknown option '{}' (see ringrun --help); a program whose name starts with '-' "
+                                 "goes after --",
+                                 L.program.front()));
+  if (L.program.empty() && !inv.dry_run && inv.command == Command::run)
+    throw UsageError("no program given; write: ringrun [OPTIONS] [--] PROGRAM [ARGS...] (see ringrun --help)");
+}
 
-Invocation parse_command_line(const std::vector<std::string>& args) {
-  Invocation inv;
-  auto& L = inv.launch;
-  CLI::App app{"ringrun: launch a distributed training job on this host, under srun in a SLURM allocation, or "
-               "under mpirun; one GPU, its closest cores and NIC per rank.",
-               "ringrun"};
-  app.footer("Usage: ringrun [OPTIONS] [--] PROGRAM [ARGS...]  |  ringrun topo|template|check-build|doctor [OPTIONS]\n"
-             "Exit status: the failing rank's code (128+signal), 2 for bad usage, 127 when the program cannot be "
-             "executed.\nPyTorch: `import ringrun.torch as hvd` (Horovod's API) in the program; ringrun puts the "
-             "package on every rank's PYTHONPATH.\nSee ringrun(1), ringrun-torch(3).");
-  app.prefix_command();  // everything from the program name on belongs to the program
-  app.set_help_flag("-h,--help", "Print this help and exit");
-  app.set_version_flag("--version", std::string("ringrun ") + RINGRUN_VERSION);
-  app.get_formatter()->column_width(40);
-
+// What the options parse into before parse_command_line turns it into the Invocation.
+struct RawChoices {
   std::optional<int> num_proc;
-  app.add_option("--num-proc", num_proc, "Number of ranks (also -np). Default: the allocation's tasks, else its "
+  std::string launcher = "auto";
+  std::optional<std::string> output_dir;
+  bool no_tag = false;
+  std::string bind = "cores";
+  std::string mem_bind = "none";
+  std::optional<int> template_nodes;
+  bool check_build_flag = false;
+  std::vector<std::string> cooldown_words;
+};
+
+struct Subcommands {
+  CLI::App* topo = nullptr;
+  CLI::App* tmpl = nullptr;
+  CLI::App* check_build = nullptr;
+  CLI::App* doctor = nullptr;
+  CLI::App* task = nullptr;
+};
+
+// The options in --help's order: where the ranks run and how the job is supervised,
+void add_job_options(CLI::App& app, Invocation& inv, RawChoices& raw) {
+  auto& L = inv.launch;
+  app.add_option("--num-proc", raw.num_proc, "Number of ranks (also -np). Default: the allocation's tasks, else its "
                                          "GPUs, else 1 per host; locally the GPUs, else 1")
       ->option_text("N (-np N)")
       ->check(whole_number("-np", "the number of ranks", 1, "4"));
@@ -169,8 +191,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   app.add_option("--jobid", inv.job_id, "Plan for this running SLURM job, read through libslurm (e.g. from a login "
                                        "node, with --dry-run)")
       ->type_name("ID");
-  std::string launcher = "auto";
-  app.add_option("--launcher", launcher, "auto (srun in a SLURM allocation, mpirun for remote -H hosts and for "
+  app.add_option("--launcher", raw.launcher, "auto (srun in a SLURM allocation, mpirun for remote -H hosts and for "
                                          "MPI programs, else local), local, srun or mpirun")
       ->check(one_of("--launcher", {"auto", "local", "srun", "mpirun"}, "auto, local, srun or mpirun"));
   app.add_option("--srun-mpi", L.srun_mpi, "auto (default: PMIx when srun offers it), pmix or none; none skips "
@@ -180,11 +201,9 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
                                          "(repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME[=VALUE]");
-  std::optional<std::string> output_dir;
-  app.add_option("--output-filename", output_dir, "Also write each rank's output to DIR/rank.N/stdout and stderr")
+  app.add_option("--output-filename", raw.output_dir, "Also write each rank's output to DIR/rank.N/stdout and stderr")
       ->type_name("DIR");
-  bool no_tag = false;
-  app.add_flag("--no-tag-output", no_tag, "Do not prefix output lines with [RANK]<stdout>:");
+  app.add_flag("--no-tag-output", raw.no_tag, "Do not prefix output lines with [RANK]<stdout>:");
   app.add_option("--network-interface", L.network_interface,
                  "Interface for NCCL and the runtime (NCCL_SOCKET_IFNAME=='IF'); skips detection")
       ->type_name("IF");
@@ -196,6 +215,11 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
                  "Seconds between SIGTERM and SIGKILL when the job stops (default 10)")
       ->type_name("SECONDS")
       ->check(number("--grace-period", "the grace period in seconds", 0, "10"));
+}
+
+// how they are planned and bound,
+void add_plan_options(CLI::App& app, Invocation& inv, RawChoices& raw) {
+  auto& L = inv.launch;
   app.add_flag("--oversubscribe", L.oversubscribe, "Allow more ranks than slots");
   app.add_flag("--dry-run", inv.dry_run, "Print the plan and start nothing");
   app.add_flag("--json", inv.json, "With --dry-run (and topo, doctor): print JSON");
@@ -205,16 +229,18 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   app.add_flag("-v,--verbose", inv.verbose, "Print the plan, the backend's command and why choices were made");
   app.add_option("--gpus-per-rank", L.node.gpus_per_rank, "GPUs per rank: 1 (default) or 0 for CPU-only ranks")
       ->check(whole_number("--gpus-per-rank", "the GPUs per rank (0: CPU-only ranks)", 0, "1", 1));
-  std::string bind = "cores";
-  app.add_option("--bind", bind, "cores (default: the cores local to the rank's GPU) or none")
+  app.add_option("--bind", raw.bind, "cores (default: the cores local to the rank's GPU) or none")
       ->check(one_of("--bind", {"cores", "none"}, "cores (the cores local to the rank's GPU) or none"));
   app.add_option("--cpus-per-rank", L.node.cpus_per_rank, "Cap the cores each rank is bound to")
       ->check(whole_number("--cpus-per-rank", "the cores per rank", 1, "4"))
       ->type_name("N");
-  std::string mem_bind = "none";
-  app.add_option("--mem-bind", mem_bind, "none (default) or local: bind each rank's memory to the NUMA node(s) of "
+  app.add_option("--mem-bind", raw.mem_bind, "none (default) or local: bind each rank's memory to the NUMA node(s) of "
                                          "its cores")
       ->check(one_of("--mem-bind", {"none", "local"}, "none or local (the NUMA nodes of the rank's cores)"));
+}
+
+// NCCL's settings,
+void add_nccl_options(CLI::App& app, LaunchOptions& L) {
   app.add_option("--nccl-algo", L.nccl.algo, "Set NCCL_ALGO, checked against the found NCCL (e.g. Ring,Tree or "
                                              "^NVLS)")
       ->type_name("LIST");
@@ -224,6 +250,10 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
                  "Set NCCL_IB_GID_INDEX: auto (the RoCE v2 IPv4 GID in sysfs) or N; by default only for NCCL < 2.21")
       ->type_name("auto|N");
   app.add_flag("--tcp", L.nccl.tcp, "NCCL over TCP sockets only (NCCL_IB_DISABLE=1)");
+}
+
+// the engine's,
+void add_engine_options(CLI::App& app, LaunchOptions& L) {
   app.add_option("--fusion-threshold-mb", L.fusion_threshold_mb, "Engine: fusion buffer size in MiB (default 128)")
       ->type_name("MB")
       ->check(number("--fusion-threshold-mb", "the fusion buffer size in MiB", 0, "128"));
@@ -245,35 +275,61 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
                  "Engine: fail a tensor that waits this long on every rank (InternalError in Python; default: never)")
       ->type_name("SECONDS")
       ->check(number("--stall-check-shutdown-time-seconds", "the stall shutdown time", 0, "600"));
+}
 
-  std::vector<std::string> cooldown_words;
-  add_elastic_options(app, inv.elastic, cooldown_words);
-
-  // Subcommands. Options given after the subcommand name fall through to the ones above.
+// and (after the elastic options) the subcommands. Options given after the subcommand name fall
+// through to the ones above.
+Subcommands add_subcommands(CLI::App& app, Invocation& inv, RawChoices& raw) {
   app.fallthrough();
-  CLI::App* topo = app.add_subcommand("topo", "Show this host's (or --topology FILE's) GPUs, cores and NICs, and the "
+  Subcommands sub;
+  sub.topo = app.add_subcommand("topo", "Show this host's (or --topology FILE's) GPUs, cores and NICs, and the "
                                               "slots -np N ranks would get");
-  CLI::App* tmpl = app.add_subcommand("template", "Print a filled-in sbatch template");
+  CLI::App* tmpl = sub.tmpl = app.add_subcommand("template", "Print a filled-in sbatch template");
   tmpl->add_option("name", inv.template_name, "single-node, multi-node-srun, multi-node-mpirun, preemptible or elastic")
       ->required();
-  std::optional<int> nodes;
-  tmpl->add_option("--nodes", nodes, "Nodes of the job")->check(whole_number("--nodes", "the nodes of the job", 1, "2"));
+  tmpl->add_option("--nodes", raw.template_nodes, "Nodes of the job")->check(whole_number("--nodes", "the nodes of the job", 1, "2"));
   tmpl->add_option("--gpus-per-node", inv.template_gpus_per_node, "GPUs per node")
       ->check(whole_number("--gpus-per-node", "the GPUs per node", 0, "4"));
   tmpl->add_option("--time", inv.template_time, "Time limit (HH:MM:SS)");
   tmpl->prefix_command();
-  bool check_build_flag = false;
-  app.add_flag("--check-build", check_build_flag, "Same as the check-build subcommand (also -cb)");
-  CLI::App* check_build = app.add_subcommand("check-build", "Show the APIs, launchers, transports and topology "
+  app.add_flag("--check-build", raw.check_build_flag, "Same as the check-build subcommand (also -cb)");
+  sub.check_build = app.add_subcommand("check-build", "Show the APIs, launchers, transports and topology "
                                                             "available, each missing one with its reason");
-  CLI::App* doctor = app.add_subcommand("doctor", "Check this host and allocation: PASS/WARN/FAIL with a one-line "
+  CLI::App* doctor = sub.doctor = app.add_subcommand("doctor", "Check this host and allocation: PASS/WARN/FAIL with a one-line "
                                                   "fix (exit 1 on FAIL)");
   doctor->add_flag("--all-nodes", inv.doctor_all_nodes,
                    "Inside a SLURM allocation: run doctor on every node, a table per node");
   doctor->add_flag("--report", inv.doctor_report, "Print a paste-ready environment report, secrets redacted");
-  CLI::App* task = app.add_subcommand("task", "Task shim run by srun/mpirun on each rank (internal)");
+  CLI::App* task = sub.task = app.add_subcommand("task", "Task shim run by srun/mpirun on each rank (internal)");
   task->prefix_command();
   task->group("");
+  return sub;
+}
+
+}  // namespace
+
+Invocation parse_command_line(const std::vector<std::string>& args) {
+  Invocation inv;
+  auto& L = inv.launch;
+  CLI::App app{"ringrun: launch a distributed training job on this host, under srun in a SLURM allocation, or "
+               "under mpirun; one GPU, its closest cores and NIC per rank.",
+               "ringrun"};
+  app.footer("Usage: ringrun [OPTIONS] [--] PROGRAM [ARGS...]  |  ringrun topo|template|check-build|doctor [OPTIONS]\n"
+             "Exit status: the failing rank's code (128+signal), 2 for bad usage, 127 when the program cannot be "
+             "executed.\nPyTorch: `import ringrun.torch as hvd` (Horovod's API) in the program; ringrun puts the "
+             "package on every rank's PYTHONPATH.\nSee ringrun(1), ringrun-torch(3).");
+  app.prefix_command();  // everything from the program name on belongs to the program
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.set_version_flag("--version", std::string("ringrun ") + RINGRUN_VERSION);
+  app.get_formatter()->column_width(40);
+
+  RawChoices raw;
+  add_job_options(app, inv, raw);
+  add_plan_options(app, inv, raw);
+  add_nccl_options(app, L);
+  add_engine_options(app, L);
+  add_elastic_options(app, inv.elastic, raw.cooldown_words);
+  const Subcommands sub = add_subcommands(app, inv, raw);
 
   std::vector<std::string> normalized = normalize(args, app);
   std::vector<std::string> reversed(normalized.rbegin(), normalized.rend() - 1);
@@ -291,7 +347,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
     throw UsageError(cli_values::describe_parse_error(e));
   }
 
-  L.num_proc = num_proc;
+  L.num_proc = raw.num_proc;
   // A subcommand's own prefix_command leaves what follows its positionals in the vector parse()
   // was given (reversed); the top-level app keeps them in remaining().
   std::vector<std::string> leftover(reversed.rbegin(), reversed.rend());
@@ -303,39 +359,29 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
     return rest;
   };
   L.program = program_of({});
-  if (topo->parsed()) inv.command = Command::topo;
-  if (check_build->parsed() || check_build_flag) inv.command = Command::check_build;
-  if (doctor->parsed()) inv.command = Command::doctor;
-  if (tmpl->parsed()) {
+  if (sub.topo->parsed()) inv.command = Command::topo;
+  if (sub.check_build->parsed() || raw.check_build_flag) inv.command = Command::check_build;
+  if (sub.doctor->parsed()) inv.command = Command::doctor;
+  if (sub.tmpl->parsed()) {
     inv.command = Command::template_;
-    inv.template_nodes = nodes.value_or(0);
-    L.program = program_of(tmpl->remaining());
+    inv.template_nodes = raw.template_nodes.value_or(0);
+    L.program = program_of(sub.tmpl->remaining());
   }
-  if (task->parsed()) {
+  if (sub.task->parsed()) {
     inv.command = Command::task;
-    L.program = program_of(task->remaining());
+    L.program = program_of(sub.task->remaining());
     return inv;
   }
-  check_elastic_options(app, inv.elastic, cooldown_words, L);
-  if (launcher == "local") L.launcher = LauncherKind::local;
-  else if (launcher == "srun") L.launcher = LauncherKind::srun;
-  else if (launcher == "mpirun") L.launcher = LauncherKind::mpirun;
-  L.node.bind = bind != "none";
-  L.mem_bind_local = mem_bind == "local";
-  inv.supervisor.tag_output = !no_tag;
-  inv.supervisor.output_directory = output_dir;
+  check_elastic_options(app, inv.elastic, raw.cooldown_words, L);
+  if (raw.launcher == "local") L.launcher = LauncherKind::local;
+  else if (raw.launcher == "srun") L.launcher = LauncherKind::srun;
+  else if (raw.launcher == "mpirun") L.launcher = LauncherKind::mpirun;
+  L.node.bind = raw.bind != "none";
+  L.mem_bind_local = raw.mem_bind == "local";
+  inv.supervisor.tag_output = !raw.no_tag;
+  inv.supervisor.output_directory = raw.output_dir;
   inv.supervisor.verbose = inv.verbose;
-  if ((inv.hosts ? 1 : 0) + (inv.hostfile ? 1 : 0) + (inv.job_id ? 1 : 0) > 1)
-    throw UsageError("-H, --hostfile and --jobid name the hosts each; give one of them");
-  if (num_proc && *num_proc < 1)
-    throw UsageError(fmt::format("-np {} : the number of ranks must be at least 1", *num_proc));
-  if (inv.command == Command::run && !program_after_dashes && !L.program.empty() && L.program.front().size() > 1 &&
-      L.program.front().starts_with("-"))
-    throw UsageError(fmt::format("unknown option '{}' (see ringrun --help); a program whose name starts with '-' "
-                                 "goes after --",
-                                 L.program.front()));
-  if (L.program.empty() && !inv.dry_run && inv.command == Command::run)
-    throw UsageError("no program given; write: ringrun [OPTIONS] [--] PROGRAM [ARGS...] (see ringrun --help)");
+  check_hosts_and_program(inv, program_after_dashes);
   return inv;
 }
 
