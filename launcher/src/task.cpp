@@ -85,54 +85,62 @@ bool names_elastic_member(std::string_view name) {
 
 }  // namespace
 
-int run_task(const std::vector<std::string>& program, const Environment& env) {
-  if (program.empty()) throw InputError("ringrun task: no program given; write: ringrun task -- PROGRAM [ARGS...]");
-  // `ringrun task --probe-interfaces`: the launcher's interface probe step, one task per node.
-  if (program.size() == 1 && program[0] == "--probe-interfaces") {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
-    std::string line = netprobe::format_probe_line(host, netprobe::local_interfaces());
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    return std::fflush(stdout) == 0 ? 0 : 1;
-  }
-  TaskIdentity id = find_identity(env);
+namespace {
+
+// `ringrun task --probe-interfaces`: the launcher's interface probe step, one task per node.
+int print_probe_line() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  std::string line = netprobe::format_probe_line(host, netprobe::local_interfaces());
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+// The job's hosts and ranks per host as the launcher wrote them (RINGRUN_HOSTS, RINGRUN_LAYOUT),
+// and which of them holds this rank.
+struct TaskLayout {
+  Allocation alloc;
+  std::size_t own_host = 0;
+};
+
+TaskLayout task_layout(const Environment& env, TaskIdentity& id, bool elastic_member) {
   auto layout_it = env.find("RINGRUN_LAYOUT");
   auto hosts_it = env.find("RINGRUN_HOSTS");
   if (layout_it == env.end() || hosts_it == env.end())
     throw InputError("ringrun task: RINGRUN_LAYOUT/RINGRUN_HOSTS are not set; start jobs with ringrun, not the shim");
-
-  Allocation alloc;
-  alloc.source = AllocationSource::hosts_flag;
-  alloc.explicit_slots = true;
+  TaskLayout layout;
+  layout.alloc.source = AllocationSource::hosts_flag;
+  layout.alloc.explicit_slots = true;
   std::vector<std::string> names = split(hosts_it->second);
   std::vector<std::string> counts = split(layout_it->second);
   if (names.size() != counts.size())
     throw InputError(fmt::format("ringrun task: RINGRUN_HOSTS has {} hosts but RINGRUN_LAYOUT {} counts",
                                  names.size(), counts.size()));
-  std::size_t own_host = 0;
   int first = 0;
   for (std::size_t h = 0; h < names.size(); ++h) {
     int n = std::stoi(counts[h]);
-    if (id.rank >= first && id.rank < first + n) own_host = h;
+    if (id.rank >= first && id.rank < first + n) layout.own_host = h;
     first += n;
-    alloc.hosts.push_back(HostSlots{names[h], n, {}});
+    layout.alloc.hosts.push_back(HostSlots{names[h], n, {}});
   }
-  const bool elastic_member = env.count("RINGRUN_ELASTIC_SLOT") > 0;
   if (elastic_member) id.size = first;
   if (first != id.size || id.rank >= id.size)
     throw InputError(fmt::format("ringrun task: rank {} of {} (from {}) does not fit RINGRUN_LAYOUT={}", id.rank,
                                  id.size, id.source, layout_it->second));
+  return layout;
+}
 
+// The launch options the launcher forwarded as RINGRUN_* variables; the launcher chose the
+// interface for every node, so all nodes name the same one.
+LaunchOptions task_options(const Environment& env, const std::vector<std::string>& program, int size) {
   LaunchOptions options;
-  options.num_proc = id.size;
+  options.num_proc = size;
   options.program = program;
   options.node.gpus_per_rank = env_int(env, "RINGRUN_GPUS_PER_RANK").value_or(1);
   options.node.bind = !(env.count("RINGRUN_BIND") && env.at("RINGRUN_BIND") == "none");
   options.node.cpus_per_rank = env_int(env, "RINGRUN_CPUS_PER_RANK");
   inherit_visible_gpus(env, options.node);  // CUDA_VISIBLE_DEVICES, or AMD's ROCR_VISIBLE_DEVICES
   if (auto it = env.find("RINGRUN_START_TIMEOUT"); it != env.end()) options.start_timeout_s = std::stod(it->second);
-  // ringrun's options, forwarded as RINGRUN_* variables; the launcher chose the interface for
-  // every node, so all nodes name the same one.
   auto value_of = [&env](const char* name) -> std::optional<std::string> {
     auto it = env.find(name);
     return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
@@ -143,12 +151,18 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   options.nccl.proto = value_of("RINGRUN_NCCL_PROTO");
   options.nccl.ib_gid_index = value_of("RINGRUN_NCCL_IB_GID_INDEX");
   options.nccl.tcp = value_of("RINGRUN_TCP") == std::optional<std::string>("1");
+  return options;
+}
 
+// This rank's record of the plan, made as the launcher makes it, with this node's topology for
+// this node (the others' are not needed).
+RankSlot plan_own_slot(const Environment& env, const TaskIdentity& id, const TaskLayout& layout,
+                       const LaunchOptions& options) {
   topology::Topology topo = topology::load_live_cached();  // per-node cache: no PCI scan per rank
   PlanInputs in;
-  in.allocation = alloc;
+  in.allocation = layout.alloc;
   in.launcher_env = env;
-  in.master_addr = env.count("MASTER_ADDR") ? env.at("MASTER_ADDR") : names.front();
+  in.master_addr = env.count("MASTER_ADDR") ? env.at("MASTER_ADDR") : layout.alloc.hosts.front().name;
   in.master_port = env_int(env, "MASTER_PORT").value_or(29500);
   in.store_addr = env.count("RINGRUN_STORE_ADDR") ? env.at("RINGRUN_STORE_ADDR") : "";
   in.job_secret = env.count("RINGRUN_JOB_SECRET") ? env.at("RINGRUN_JOB_SECRET") : "";
@@ -159,15 +173,28 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   in.roce_gid_indexes = topology::roce_gid_indexes(
       env.count("RINGRUN_SYSFS_ROOT") ? env.at("RINGRUN_SYSFS_ROOT") : std::string("/sys"), topo);
   in.node_layout = [&](std::size_t host, int local_size) {
-    if (host == own_host) return topology::plan_node(topo, local_size, options.node);
+    if (host == layout.own_host) return topology::plan_node(topo, local_size, options.node);
     return std::vector<topology::LocalSlot>(static_cast<std::size_t>(local_size));
   };
   Plan plan = make_plan(in, options);
-  const RankSlot& slot = plan.ranks.at(static_cast<std::size_t>(id.rank));
+  RankSlot slot = plan.ranks.at(static_cast<std::size_t>(id.rank));
   if (id.local_rank && *id.local_rank != slot.local_rank)
     throw InputError(fmt::format("ringrun task: {} placed rank {} as local rank {}, but the plan has it as local rank "
                                  "{} (block distribution expected)",
                                  id.source, id.rank, *id.local_rank, slot.local_rank));
+  return slot;
+}
+
+}  // namespace
+
+int run_task(const std::vector<std::string>& program, const Environment& env) {
+  if (program.empty()) throw InputError("ringrun task: no program given; write: ringrun task -- PROGRAM [ARGS...]");
+  if (program.size() == 1 && program[0] == "--probe-interfaces") return print_probe_line();
+  TaskIdentity id = find_identity(env);
+  const bool elastic_member = env.count("RINGRUN_ELASTIC_SLOT") > 0;
+  const TaskLayout layout = task_layout(env, id, elastic_member);
+  const LaunchOptions options = task_options(env, program, id.size);
+  const RankSlot slot = plan_own_slot(env, id, layout, options);
 
   for (const auto& [k, v] : slot.env.to_map())
     if (!(elastic_member && names_elastic_member(k) && env.count(k))) ::setenv(k.c_str(), v.c_str(), 1);
