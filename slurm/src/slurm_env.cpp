@@ -86,16 +86,10 @@ std::size_t max_hostlist_names(const Environment& env) {
   return n;
 }
 
-std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
-  const auto job = first_set(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
-  if (!job) return std::nullopt;
+namespace {
 
-  Allocation alloc;
-  alloc.source = AllocationSource::slurm_env;
-  alloc.explicit_slots = true;
-  alloc.job_id = job->second;
-  alloc.inside_step = find(env, "SLURM_STEP_ID") || find(env, "SLURM_STEPID");
-
+// The allocation's hosts and their task slots from the node list and the task counts.
+void add_slurm_hosts(const Environment& env, Allocation& alloc) {
   // Inside a step the step's nodes and tasks are what this process may use (a step may cover part
   // of the job); the pair is taken together so the two lists always describe the same nodes.
   std::optional<std::pair<std::string_view, std::string>> nodes, counts;
@@ -136,12 +130,11 @@ std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
                                      nodes->second, names.size(), count_name, *v));
     }
   }
-
   for (std::size_t i = 0; i < names.size(); ++i) alloc.hosts.push_back({names[i], slots[i], {}});
+}
 
-  if (const auto* v = find(env, "SLURM_NTASKS")) alloc.ntasks = parse_count("SLURM_NTASKS", *v);
-  else if (const auto* np = find(env, "SLURM_NPROCS")) alloc.ntasks = parse_count("SLURM_NPROCS", *np);
-
+// The GPU ids of every host, as far as the environment says.
+void add_slurm_gpus(const Environment& env, Allocation& alloc) {
   // GPUs of this node. The step's and the job's lists are Slurm's global ids of the node's GPUs
   // for the whole step or job, the same in every task; CUDA_VISIBLE_DEVICES can be narrowed to one
   // task (--gpu-bind) or renumbered (ConstrainDevices), so it only counts when Slurm's are absent.
@@ -155,10 +148,10 @@ std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
   // submit host); a one-host allocation needs no name.
   std::optional<std::size_t> local;
   if (const auto* me = find(env, "SLURMD_NODENAME")) {
-    const auto it = std::find(names.begin(), names.end(), *me);
-    if (it != names.end()) local = static_cast<std::size_t>(it - names.begin());
+    const auto it = std::find_if(alloc.hosts.begin(), alloc.hosts.end(), [&](const HostSlots& h) { return h.name == *me; });
+    if (it != alloc.hosts.end()) local = static_cast<std::size_t>(it - alloc.hosts.begin());
   }
-  if (!local && names.size() == 1) local = 0;
+  if (!local && alloc.hosts.size() == 1) local = 0;
   if (local && local_gpus) alloc.hosts[*local].gpus = *local_gpus;
 
   // Other hosts: only a per-node (or per-task) request says what they hold. When the count equals
@@ -178,6 +171,23 @@ std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
       alloc.hosts[i].gpus = count_ids(*n, fmt::format("host {}: SLURM_GPUS_PER_{}", alloc.hosts[i].name,
                                                       per_node ? "NODE" : "TASK x tasks"));
   }
+}
+
+}  // namespace
+
+std::optional<Allocation> allocation_from_slurm_env(const Environment& env) {
+  const auto job = first_set(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
+  if (!job) return std::nullopt;
+
+  Allocation alloc;
+  alloc.source = AllocationSource::slurm_env;
+  alloc.explicit_slots = true;
+  alloc.job_id = job->second;
+  alloc.inside_step = find(env, "SLURM_STEP_ID") || find(env, "SLURM_STEPID");
+  add_slurm_hosts(env, alloc);
+  if (const auto* v = find(env, "SLURM_NTASKS")) alloc.ntasks = parse_count("SLURM_NTASKS", *v);
+  else if (const auto* np = find(env, "SLURM_NPROCS")) alloc.ntasks = parse_count("SLURM_NPROCS", *np);
+  add_slurm_gpus(env, alloc);
   return alloc;
 }
 
