@@ -99,7 +99,6 @@ class ElasticJob {
   void finish_discovery(Clock::time_point now);
   void read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of);
   void read_what_is_left(std::uint64_t id);
-  void read_chunk(Stream& s);
   int poll_timeout(Clock::time_point now) const;
   void step(Clock::time_point now);
   void abandon();
@@ -405,25 +404,14 @@ void ElasticJob::read_what_is_left(std::uint64_t id) {
   for (Stream& s : streams_) {
     if (s.rank != static_cast<int>(id)) continue;
     pollfd ready{s.fd, POLLIN, 0};
-    while (s.fd >= 0 && ::poll(&ready, 1, 0) > 0) read_chunk(s);
+    while (s.fd >= 0 && ::poll(&ready, 1, 0) > 0) s.read_once(chunk_);
   }
 }
 
-// One read of a ready stream: its bytes go out as lines; at its end (or an error) it is closed.
-void ElasticJob::read_chunk(Stream& s) {
-  const ssize_t n = ::read(s.fd, chunk_.data(), chunk_.size());
-  if (n > 0) {
-    s.feed(std::string_view(chunk_.data(), static_cast<std::size_t>(n)), false);
-  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-    s.feed({}, true);
-    ::close(s.fd);
-    s.fd = -1;
-  }
-}
 
 void ElasticJob::read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of) {
   for (std::size_t k = 1; k <= stream_of.size(); ++k)
-    if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) read_chunk(streams_[stream_of[k - 1]]);
+    if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) streams_[stream_of[k - 1]].read_once(chunk_);
 }
 
 int ElasticJob::poll_timeout(Clock::time_point now) const {

@@ -253,15 +253,7 @@ void Supervision::close_streams() {
 void Supervision::read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of) {
   for (std::size_t k = 1; k < fds.size(); ++k) {
     if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    Stream& s = streams_[stream_of[k - 1]];
-    ssize_t n = ::read(s.fd, chunk_.data(), chunk_.size());
-    if (n > 0) {
-      s.feed(std::string_view(chunk_.data(), static_cast<std::size_t>(n)), false);
-    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-      s.feed({}, true);
-      ::close(s.fd);
-      s.fd = -1;
-    }
+    streams_[stream_of[k - 1]].read_once(chunk_);
   }
 }
 

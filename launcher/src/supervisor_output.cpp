@@ -154,4 +154,15 @@ void Stream::feed(std::string_view bytes, bool at_eof) {
   if (!out.empty()) write_all(out_fd, out.data(), out.size());
 }
 
+void Stream::read_once(std::vector<char>& buffer) {
+  const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+  if (n > 0) {
+    feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)), false);
+  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    feed({}, true);
+    ::close(fd);
+    fd = -1;
+  }
+}
+
 }  // namespace ringrun

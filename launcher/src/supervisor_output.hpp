@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace ringrun {
@@ -76,6 +77,9 @@ struct Stream {
 
   // Appends what was read; at_eof: the pipe closed, write what is left.
   void feed(std::string_view bytes, bool at_eof);
+  // One read of the ready pipe into buffer: its bytes go out as lines; at its end (or an error)
+  // what is left goes out and the pipe is closed (fd -1).
+  void read_once(std::vector<char>& buffer);
 
  private:
   // One line (with its newline) of `rank`, or of the process itself when rank is nullopt.

@@ -40,9 +40,7 @@ void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   const std::size_t size = chunk_bytes(bytes);
   const std::size_t chunks = (bytes + size - 1) / size;
   const bool stream = bytes >= kStreamMinBytes;
-  begin_streamed(header);
-  const std::uint32_t first = chunk_ + 1;
-  chunk_ += static_cast<std::uint32_t>(chunks);
+  const std::uint32_t first = begin_streamed(header, chunks);
   for (std::size_t k = 0; k < chunks; ++k) {
     const std::uint32_t g = first + static_cast<std::uint32_t>(k);
     const std::size_t begin = k * size, length = std::min(size, bytes - begin);
@@ -91,9 +89,7 @@ void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void*
   const std::size_t size = chunk_bytes(block);
   const std::size_t chunks = (block + size - 1) / size;
   const bool stream = block * n >= kStreamMinBytes;
-  begin_streamed(header);
-  const std::uint32_t first = chunk_ + 1;
-  chunk_ += static_cast<std::uint32_t>(chunks);
+  const std::uint32_t first = begin_streamed(header, chunks);
   for (std::size_t step = 0; step < chunks + 1; ++step) {
     if (step < chunks) {
       const std::uint32_t g = first + static_cast<std::uint32_t>(step);
@@ -141,9 +137,7 @@ void ShmTransport::reduce_scatter(const OpHeader& header, const void* send_ptr, 
     return k * piece >= size ? 0 : std::min(piece, size - k * piece);
   };
   auto offset = [&](int p, std::size_t k) { return (block * static_cast<std::size_t>(p) + k * piece) * esize; };
-  begin_streamed(header);
-  const std::uint32_t first = chunk_ + 1;
-  chunk_ += static_cast<std::uint32_t>(chunks);
+  const std::uint32_t first = begin_streamed(header, chunks);
   // Step s: export chunk s, reduce chunk s-1 (the last read of the peers' ring chunks).
   for (std::size_t step = 0; step < chunks + 1; ++step) {
     if (step < chunks) {

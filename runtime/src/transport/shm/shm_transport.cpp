@@ -292,9 +292,12 @@ void ShmTransport::begin_round(const OpHeader& header, bool first) {
   }
 }
 
-void ShmTransport::begin_streamed(const OpHeader& header) {
+std::uint32_t ShmTransport::begin_streamed(const OpHeader& header, std::size_t chunks) {
   begin_round(header, true);
   publish(arrived(group_.index));
+  const std::uint32_t first = chunk_ + 1;
+  chunk_ += static_cast<std::uint32_t>(chunks);
+  return first;
 }
 
 void ShmTransport::reserve_ring(std::uint32_t chunk, const char* what) {
@@ -498,9 +501,7 @@ void ShmTransport::allreduce_scattered(const OpHeader& header, std::span<const B
   const std::size_t chunks = (header.count + per_chunk - 1) / per_chunk;
   const bool stream = bytes >= kStreamMinBytes;
   const bool f32_sum = header.dtype == RINGRUN_FLOAT32 && header.op == RINGRUN_SUM;
-  begin_streamed(header);
-  const std::uint32_t first = chunk_ + 1;
-  chunk_ += static_cast<std::uint32_t>(chunks);
+  const std::uint32_t first = begin_streamed(header, chunks);
   auto elements = [&](std::size_t k) { return std::min(per_chunk, header.count - k * per_chunk); };
 
   // Step s: export chunk s, reduce chunk s-1, collect chunk s-2 (see the header).

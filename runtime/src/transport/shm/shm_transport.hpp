@@ -88,9 +88,10 @@ class ShmTransport final : public Transport {
   void begin_round(const OpHeader& header, bool first);  // waits until own slot may be rewritten
   void publish(std::atomic<std::uint32_t>& counter) { publish(counter, round_); }
   void publish(std::atomic<std::uint32_t>& counter, std::uint32_t value);
-  // Starts a streamed collective: one round whose arrived carries the header, checked before any
-  // chunk is used (a rank may already have exported into its own ring chunks).
-  void begin_streamed(const OpHeader& header);
+  // Starts a streamed collective of `chunks` ring chunks: one round whose arrived carries the
+  // header, checked before any chunk is used (a rank may already have exported into its own ring
+  // chunks). Returns the first chunk's global number.
+  std::uint32_t begin_streamed(const OpHeader& header, std::size_t chunks);
   void reserve_ring(std::uint32_t chunk, const char* what);  // waits until ring(me, chunk) is free
   std::atomic<std::uint32_t>& arrived(int rank) const;  // its arrival flag for this round's parity
   void wait_arrived(const char* what);  // until every peer arrived at this round
