@@ -15,6 +15,7 @@
 // The peer's one-by-one time from phases 1 and 2 is printed, so drift in machine load between
 // them shows.
 #include "engine_bench.hpp"
+#include "engine_report.hpp"
 
 #include "check.hpp"
 #include "common.hpp"
@@ -38,11 +39,6 @@
 namespace ringrun::bench {
 namespace {
 
-constexpr double kFusedFractionTarget = 0.5;  // fused step >= 50 % of one-big's throughput
-constexpr double kSpeedupTarget = 2.0;         // fused step >= 2x the peer's one-by-one throughput
-constexpr double kLatencyTargetUs = 50;        // one small tensor through the engine
-constexpr double kLatencyRatioTarget = 2.0;    // ... within 2x a plain ringrun_allreduce of it
-constexpr std::size_t kLatencyTargetMaxBytes = 4096;  // "small": the 50 us target applies up to here
 constexpr std::size_t kTensorAlignBytes = 64;  // tensors start on cache lines, as framework allocations do
 constexpr int kDefaultStepWarmup = 3;
 
@@ -267,24 +263,6 @@ class WorkloadRunner {
   std::uint64_t steps_ = 0;
 };
 
-struct WorkloadRow {
-  std::string label;
-  std::size_t tensors = 0, bytes = 0;
-  std::optional<std::size_t> wrong;
-  std::optional<double> engine_us, first_step_us, one_big_us, one_by_one_us;
-  std::optional<double> peer_one_by_one_us, peer_one_by_one_before_us, peer_one_big_us, one_big_via_engine_us;
-  std::optional<double> fused_fraction, speedup_vs_peer;
-  std::optional<double> fused_fraction_routed;  // one_big_via_engine_us / engine_us: same phase, same machine state
-  std::optional<double> submit_us;  // mean submission loop per engine step, slowest rank
-  std::string peer_note;  // why the peer columns are empty
-};
-
-struct LatencyRow {
-  std::size_t bytes = 0, count = 0;
-  std::optional<std::size_t> wrong;
-  std::optional<double> engine_us, plain_us, ratio, sync_via_engine_us, peer_us;
-};
-
 std::optional<double> to_us(const std::optional<double> &seconds) {
   if (!seconds) return std::nullopt;
   return *seconds * 1e6;
@@ -295,121 +273,10 @@ std::optional<double> quotient(const std::optional<double> &a, const std::option
   return *a / *b;
 }
 
-std::string verdict(const std::optional<double> &value, bool met) { return value ? (met ? "met" : "NOT") : "-"; }
-
 int step_warmup(const EngineBenchOptions &options) { return options.warmup >= 0 ? options.warmup : kDefaultStepWarmup; }
 
 int op_warmup(const EngineBenchOptions &options, std::size_t bytes) {
   return options.warmup >= 0 ? options.warmup : default_warmup(bytes);
-}
-
-std::string env_or_default(const char *name, const char *fallback) {
-  const char *value = std::getenv(name);
-  return value && *value ? fmt::format("{} (from {})", value, name) : fmt::format("{} (default)", fallback);
-}
-
-std::string size_label(std::size_t bytes) {
-  if (bytes >= kMiB && bytes % kMiB == 0) return fmt::format("{}MiB", bytes / kMiB);
-  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{}KiB", bytes / 1024);
-  return fmt::format("{}B", bytes);
-}
-
-void print_header(const EngineBenchOptions &options, const EngineBenchContext &context) {
-  fmt::print("# ringrun-bench engine: {} ranks, dtype {}, op {}, {} samples (median of the slowest rank), "
-             "submission {}\n",
-             context.ranks, dtype_name(options.dtype), op_name(options.op), options.iters,
-             options.shuffle ? "shuffled (each rank its own random order, new every step)" : "in order on every rank");
-  fmt::print("# engine: fusion threshold MiB {}, cycle ms {}, response cache {}; tensors named grad.0, grad.1, ... "
-             "in every workload\n",
-             env_or_default("RINGRUN_FUSION_THRESHOLD_MB", "128"), env_or_default("RINGRUN_CYCLE_TIME_MS", "1"),
-             env_or_default("RINGRUN_CACHE_CAPACITY", "1024"));
-  const char *capacity = std::getenv("RINGRUN_CACHE_CAPACITY");
-  const std::size_t cache_entries = capacity && *capacity ? std::strtoull(capacity, nullptr, 10) : 1024;
-  if (options.run_fusion && options.fusion_tensors > cache_entries)
-    fmt::print("# note: {} tensors do not fit the response cache ({} entries): the names past it are described in "
-               "full every step (raise RINGRUN_CACHE_CAPACITY to compare)\n",
-               options.fusion_tensors, cache_entries);
-  fmt::print("# peer: {}\n", context.peer ? context.peer->description(Collective::allreduce) : "none (--peer none)");
-  fmt::print("# memcpy_1core_GBps {:.2f} (64 MiB glibc memcpy on rank 0, median of 20: how much of the machine was left)\n",
-             context.memcpy_GBps);
-  std::fflush(stdout);
-}
-
-// Met only when both fractions reach the target: fused_frac takes one_big_us from the phase before
-// the engine, and a load change between the phases (another job bound to the same cores, say) can
-// slow that phase alone and fake a "met"; frac_routed comes from samples alternated with the engine.
-bool fraction_target_met(const WorkloadRow &row) {
-  return row.fused_fraction && *row.fused_fraction >= kFusedFractionTarget &&
-         (!row.fused_fraction_routed || *row.fused_fraction_routed >= kFusedFractionTarget);
-}
-
-void print_workload_table(const std::vector<WorkloadRow> &rows) {
-  fmt::print("#{:>10} {:>7} {:>10} {:>6} {:>10} {:>10} {:>10} {:>13} {:>12} {:>11} {:>14} {:>10} {:>11} {:>7} {:>9} "
-             "{:>10}\n",
-             "workload", "tensors", "bytes", "wrong", "engine_us", "first_us", "one_big_us", "one_by_one_us",
-             "peer_1by1_us", "peer_big_us", "big_routed_us", "fused_frac", "frac_routed", "vs_peer", "frac>=0.5",
-             "vs_peer>=2");
-  for (const WorkloadRow &row : rows) {
-    fmt::print("{:>11} {:>7} {:>10} {:>6} {:>10} {:>10} {:>10} {:>13} {:>12} {:>11} {:>14} {:>10} {:>11} {:>7} {:>9} "
-               "{:>10}\n",
-               row.label, row.tensors, row.bytes, row.wrong ? fmt::format("{}", *row.wrong) : "-",
-               or_dash(row.engine_us, 1), or_dash(row.first_step_us, 1), or_dash(row.one_big_us, 1),
-               or_dash(row.one_by_one_us, 1), or_dash(row.peer_one_by_one_us, 1), or_dash(row.peer_one_big_us, 1),
-               or_dash(row.one_big_via_engine_us, 1), or_dash(row.fused_fraction, 3),
-               or_dash(row.fused_fraction_routed, 3), or_dash(row.speedup_vs_peer, 2),
-               verdict(row.fused_fraction, fraction_target_met(row)),
-               verdict(row.speedup_vs_peer, row.speedup_vs_peer && *row.speedup_vs_peer >= kSpeedupTarget));
-  }
-  for (const WorkloadRow &row : rows) {
-    fmt::print("# {}: submitting the tensors took {} us of an engine step (mean, slowest rank); peer one-by-one {} us "
-               "before the engine started (next to one_big_us), {} us alongside it (next to engine_us){}\n",
-               row.label, or_dash(row.submit_us, 1), or_dash(row.peer_one_by_one_before_us, 1),
-               or_dash(row.peer_one_by_one_us, 1), row.peer_note.empty() ? "" : "; peer: " + row.peer_note);
-  }
-  std::fflush(stdout);
-}
-
-void print_latency_table(const std::vector<LatencyRow> &rows) {
-  fmt::print("#{:>11} {:>9} {:>6} {:>10} {:>9} {:>6} {:>18} {:>9} {:>8} {:>6}\n", "size", "count", "wrong",
-             "engine_us", "plain_us", "ratio", "sync_via_engine_us", "peer_us", "<=50us", "<=2x");
-  for (const LatencyRow &row : rows) {
-    const bool small = row.bytes <= kLatencyTargetMaxBytes;
-    fmt::print("{:>12} {:>9} {:>6} {:>10} {:>9} {:>6} {:>18} {:>9} {:>8} {:>6}\n", row.bytes, row.count,
-               row.wrong ? fmt::format("{}", *row.wrong) : "-", or_dash(row.engine_us, 2), or_dash(row.plain_us, 2),
-               or_dash(row.ratio, 2), or_dash(row.sync_via_engine_us, 2), or_dash(row.peer_us, 2),
-               small ? verdict(row.engine_us, row.engine_us && *row.engine_us <= kLatencyTargetUs) : "-",
-               verdict(row.ratio, row.ratio && *row.ratio <= kLatencyRatioTarget));
-  }
-  std::fflush(stdout);
-}
-
-std::string workload_json(const WorkloadRow &row, const EngineBenchOptions &options, const EngineBenchContext &context) {
-  return fmt::format(
-      "{{\"collective\": \"engine\", \"workload\": \"{}\", \"tensors\": {}, \"size\": {}, \"type\": \"{}\", "
-      "\"op\": \"{}\", \"ranks\": {}, \"shuffle\": {}, \"wrong\": {}, \"engine_us\": {}, \"first_step_us\": {}, "
-      "\"one_big_us\": {}, \"one_by_one_us\": {}, \"peer\": {}, \"peer_one_by_one_us\": {}, "
-      "\"peer_one_by_one_before_engine_us\": {}, \"peer_one_big_us\": {}, \"one_big_via_engine_us\": {}, "
-      "\"fused_frac\": {}, \"fused_frac_routed\": {}, \"speedup_vs_peer\": {}, \"submit_us\": {}, "
-      "\"memcpy_GBps\": {}}}",
-      row.label, row.tensors, row.bytes, dtype_name(options.dtype), op_name(options.op), context.ranks,
-      options.shuffle ? "true" : "false", row.wrong ? fmt::format("{}", *row.wrong) : "null",
-      json_number(row.engine_us), json_number(row.first_step_us), json_number(row.one_big_us),
-      json_number(row.one_by_one_us), context.peer ? fmt::format("\"{}\"", context.peer_name) : "null",
-      json_number(row.peer_one_by_one_us), json_number(row.peer_one_by_one_before_us),
-      json_number(row.peer_one_big_us), json_number(row.one_big_via_engine_us), json_number(row.fused_fraction),
-      json_number(row.fused_fraction_routed), json_number(row.speedup_vs_peer), json_number(row.submit_us), json_number(context.memcpy_GBps));
-}
-
-std::string latency_json(const LatencyRow &row, const EngineBenchOptions &options, const EngineBenchContext &context) {
-  return fmt::format(
-      "{{\"collective\": \"engine_latency\", \"size\": {}, \"count\": {}, \"type\": \"{}\", \"op\": \"{}\", "
-      "\"ranks\": {}, \"wrong\": {}, \"engine_us\": {}, \"plain_us\": {}, \"ratio\": {}, "
-      "\"sync_via_engine_us\": {}, \"peer\": {}, \"peer_time_us\": {}, \"memcpy_GBps\": {}}}",
-      row.bytes, row.count, dtype_name(options.dtype), op_name(options.op), context.ranks,
-      row.wrong ? fmt::format("{}", *row.wrong) : "null", json_number(row.engine_us), json_number(row.plain_us),
-      json_number(row.ratio), json_number(row.sync_via_engine_us),
-      context.peer ? fmt::format("\"{}\"", context.peer_name) : "null", json_number(row.peer_us),
-      json_number(context.memcpy_GBps));
 }
 
 // Buffers for the latency rows: one tensor at a time, the largest size allocated once.
@@ -421,98 +288,72 @@ struct LatencyBuffers {
   Buffer send, recv;
 };
 
-}  // namespace
 
-void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContext &context,
-                      std::vector<std::string> &json_rows) {
+// Phase 1: ringrun's direct path, the engine not yet started.
+void measure_direct(WorkloadRunner &runner, WorkloadRow &row, const EngineBenchOptions &options,
+                    const EngineBenchContext &context) {
   const std::size_t element = dtype_bytes(options.dtype);
-  std::vector<Workload> workloads;
-  if (options.run_fusion) {
-    const std::size_t count = std::max<std::size_t>(1, options.fusion_tensor_bytes / element);
-    workloads.push_back(make_workload(fmt::format("{}x{}", options.fusion_tensors, size_label(count * element)),
-                                      std::vector<std::size_t>(options.fusion_tensors, count), element));
-  }
-  if (options.run_resnet50) workloads.push_back(make_workload("resnet50", resnet50_parameter_counts(), element));
-  std::vector<std::unique_ptr<WorkloadRunner>> runners;
-  for (const Workload &workload : workloads)
-    runners.push_back(std::make_unique<WorkloadRunner>(workload, options, context));
-
-  std::vector<LatencyRow> latency_rows;
-  std::size_t max_latency_count = 1;
-  if (options.run_latency) {
-    for (const std::size_t bytes : options.latency_sizes) {
-      LatencyRow row;
-      row.count = std::max<std::size_t>(1, bytes / element);
-      row.bytes = row.count * element;
-      max_latency_count = std::max(max_latency_count, row.count);
-      latency_rows.push_back(row);
-    }
-  }
-  LatencyBuffers latency(max_latency_count, options, context.rank);
-
-  if (context.rank == 0 && !options.json) print_header(options, context);
   auto peer_barrier = [&context] { context.peer->barrier(); };
+  row.label = runner.workload().label;
+  row.tensors = runner.workload().tensors.size();
+  row.bytes = runner.workload().total_count * element;
+  std::string why_not;
+  const int warmup = step_warmup(options);
+  const auto results = measure_alternating(
+      {Contender{ringrun_barrier_or_fail, [&runner] { runner.one_big(); }, op_warmup(options, row.bytes)},
+       Contender{ringrun_barrier_or_fail, [&runner] { runner.one_by_one(); }, warmup},
+       Contender{peer_barrier, runner.peer_one_by_one(why_not), warmup},
+       Contender{peer_barrier, runner.peer_one_big(why_not), op_warmup(options, row.bytes)}},
+      options);
+  row.one_big_us = to_us(results[0]);
+  row.one_by_one_us = to_us(results[1]);
+  row.peer_one_by_one_before_us = to_us(results[2]);
+  row.peer_one_big_us = to_us(results[3]);
+  row.peer_note = why_not;
+}
 
-  // Phase 1: ringrun's direct path, the engine not yet started.
-  std::vector<WorkloadRow> rows(workloads.size());
-  for (std::size_t w = 0; w < workloads.size(); ++w) {
-    WorkloadRunner &runner = *runners[w];
-    WorkloadRow &row = rows[w];
-    row.label = runner.workload().label;
-    row.tensors = runner.workload().tensors.size();
-    row.bytes = runner.workload().total_count * element;
-    std::string why_not;
-    const int warmup = step_warmup(options);
-    const auto results = measure_alternating(
-        {Contender{ringrun_barrier_or_fail, [&runner] { runner.one_big(); }, op_warmup(options, row.bytes)},
-         Contender{ringrun_barrier_or_fail, [&runner] { runner.one_by_one(); }, warmup},
-         Contender{peer_barrier, runner.peer_one_by_one(why_not), warmup},
-         Contender{peer_barrier, runner.peer_one_big(why_not), op_warmup(options, row.bytes)}},
-        options);
-    row.one_big_us = to_us(results[0]);
-    row.one_by_one_us = to_us(results[1]);
-    row.peer_one_by_one_before_us = to_us(results[2]);
-    row.peer_one_big_us = to_us(results[3]);
-    row.peer_note = why_not;
-  }
+// Phase 2: the engine. The first async call starts it; from here on ringrun_barrier and the
+// timing reductions go through it too.
+void measure_engine(WorkloadRunner &runner, WorkloadRow &row, const EngineBenchOptions &options,
+                    const EngineBenchContext &context) {
+  auto peer_barrier = [&context] { context.peer->barrier(); };
+  // The first step describes every name in full (new, or a size the cache has not seen): timed
+  // on its own, and checked with --check.
+  if (options.check) runner.zero_results();
+  std::vector<double> first{time_sample(ringrun_barrier_or_fail, [&runner] { runner.engine_step(); }, 1)};
+  if (options.check) row.wrong = sum_over_ranks(runner.count_wrong_results());
+  max_over_ranks(first);
+  row.first_step_us = first[0] * 1e6;
 
-  // Phase 2: the engine. The first async call starts it; from here on ringrun_barrier and the
-  // timing reductions go through it too.
-  for (std::size_t w = 0; w < workloads.size(); ++w) {
-    WorkloadRunner &runner = *runners[w];
-    WorkloadRow &row = rows[w];
-    // The first step describes every name in full (new, or a size the cache has not seen): timed
-    // on its own, and checked with --check.
-    if (options.check) runner.zero_results();
-    std::vector<double> first{time_sample(ringrun_barrier_or_fail, [&runner] { runner.engine_step(); }, 1)};
-    if (options.check) row.wrong = sum_over_ranks(runner.count_wrong_results());
-    max_over_ranks(first);
-    row.first_step_us = first[0] * 1e6;
+  std::string why_not;
+  const int warmup = step_warmup(options);
+  runner.reset_submit_seconds();
+  const auto results = measure_alternating(
+      {Contender{ringrun_barrier_or_fail, [&runner] { runner.engine_step(); }, warmup},
+       Contender{peer_barrier, runner.peer_one_by_one(why_not), warmup},
+       Contender{ringrun_barrier_or_fail, [&runner] { runner.one_big(); }, op_warmup(options, row.bytes)}},
+      options);
+  row.engine_us = to_us(results[0]);
+  row.peer_one_by_one_us = to_us(results[1]);
+  row.one_big_via_engine_us = to_us(results[2]);
+  std::vector<double> submit{runner.mean_submit_seconds()};
+  max_over_ranks(submit);
+  row.submit_us = submit[0] * 1e6;
+  row.fused_fraction = quotient(row.one_big_us, row.engine_us);
+  row.fused_fraction_routed = quotient(row.one_big_via_engine_us, row.engine_us);
+  row.speedup_vs_peer = quotient(row.peer_one_by_one_us, row.engine_us);
+  if (row.peer_note.empty()) row.peer_note = why_not;
+}
 
-    std::string why_not;
-    const int warmup = step_warmup(options);
-    runner.reset_submit_seconds();
-    const auto results = measure_alternating(
-        {Contender{ringrun_barrier_or_fail, [&runner] { runner.engine_step(); }, warmup},
-         Contender{peer_barrier, runner.peer_one_by_one(why_not), warmup},
-         Contender{ringrun_barrier_or_fail, [&runner] { runner.one_big(); }, op_warmup(options, row.bytes)}},
-        options);
-    row.engine_us = to_us(results[0]);
-    row.peer_one_by_one_us = to_us(results[1]);
-    row.one_big_via_engine_us = to_us(results[2]);
-    std::vector<double> submit{runner.mean_submit_seconds()};
-    max_over_ranks(submit);
-    row.submit_us = submit[0] * 1e6;
-    row.fused_fraction = quotient(row.one_big_us, row.engine_us);
-    row.fused_fraction_routed = quotient(row.one_big_via_engine_us, row.engine_us);
-    row.speedup_vs_peer = quotient(row.peer_one_by_one_us, row.engine_us);
-    if (row.peer_note.empty()) row.peer_note = why_not;
-  }
-  // Phase 3, latency: the plain call needs the engine stopped, the engine op needs it running. So
-  // each sample is a round on a fresh runtime (ringrun_finalize, ringrun_init, some
-  // milliseconds): the plain call first, then with the engine started the engine op, the routed
-  // synchronous call and the peer. Medians over the rounds: plain and engine see the same
-  // stretches of machine state, not two phases seconds apart.
+// Phase 3, latency: the plain call needs the engine stopped, the engine op needs it running. So
+// each sample is a round on a fresh runtime (ringrun_finalize, ringrun_init, some
+// milliseconds): the plain call first, then with the engine started the engine op, the routed
+// synchronous call and the peer. Medians over the rounds: plain and engine see the same
+// stretches of machine state, not two phases seconds apart.
+void measure_latency(std::vector<LatencyRow> &latency_rows, LatencyBuffers &latency, const EngineBenchOptions &options,
+                     const EngineBenchContext &context) {
+  const std::size_t element = dtype_bytes(options.dtype);
+  auto peer_barrier = [&context] { context.peer->barrier(); };
   const int rounds = options.iters;
   const int iters_per_round = 1;
   struct LatencySamples {
@@ -585,6 +426,43 @@ void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContex
     row.peer_us = to_us(median_of(latency_samples[k].peer));
     row.ratio = quotient(row.engine_us, row.plain_us);
   }
+}
+
+}  // namespace
+
+void run_engine_bench(const EngineBenchOptions &options, const EngineBenchContext &context,
+                      std::vector<std::string> &json_rows) {
+  const std::size_t element = dtype_bytes(options.dtype);
+  std::vector<Workload> workloads;
+  if (options.run_fusion) {
+    const std::size_t count = std::max<std::size_t>(1, options.fusion_tensor_bytes / element);
+    workloads.push_back(make_workload(fmt::format("{}x{}", options.fusion_tensors, size_label(count * element)),
+                                      std::vector<std::size_t>(options.fusion_tensors, count), element));
+  }
+  if (options.run_resnet50) workloads.push_back(make_workload("resnet50", resnet50_parameter_counts(), element));
+  std::vector<std::unique_ptr<WorkloadRunner>> runners;
+  for (const Workload &workload : workloads)
+    runners.push_back(std::make_unique<WorkloadRunner>(workload, options, context));
+
+  std::vector<LatencyRow> latency_rows;
+  std::size_t max_latency_count = 1;
+  if (options.run_latency) {
+    for (const std::size_t bytes : options.latency_sizes) {
+      LatencyRow row;
+      row.count = std::max<std::size_t>(1, bytes / element);
+      row.bytes = row.count * element;
+      max_latency_count = std::max(max_latency_count, row.count);
+      latency_rows.push_back(row);
+    }
+  }
+  LatencyBuffers latency(max_latency_count, options, context.rank);
+
+  if (context.rank == 0 && !options.json) print_header(options, context);
+
+  std::vector<WorkloadRow> rows(workloads.size());
+  for (std::size_t w = 0; w < workloads.size(); ++w) measure_direct(*runners[w], rows[w], options, context);
+  for (std::size_t w = 0; w < workloads.size(); ++w) measure_engine(*runners[w], rows[w], options, context);
+  measure_latency(latency_rows, latency, options, context);
 
   if (context.rank != 0) return;
   if (options.json) {
