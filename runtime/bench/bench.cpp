@@ -207,6 +207,67 @@ void set_wire(const Context &context, Row &row, double seconds) {
   row.wire_frac = wire_seconds / seconds;
 }
 
+// --check: the call once into zeroed memory (every input is >= 1; the broadcast root keeps its own
+// data), and the wrong elements summed over the ranks.
+std::size_t wrong_elements(const Context &context, const CollectiveCall &call) {
+  void *recv = call.recv;
+  const Options &options = context.options;
+  const std::size_t count = call.count, element = dtype_bytes(options.dtype);
+  if (!(call.collective == Collective::broadcast && context.rank == call.root))
+    std::memset(recv, 0, (call.collective == Collective::allgather ? count * context.ranks : count) * element);
+  check_rc(ringrun_run(call), ringrun_what(call));
+  std::size_t wrong = 0;
+  switch (call.collective) {
+    case Collective::allreduce: wrong = count_wrong_allreduce(recv, count, options.dtype, options.op, context.ranks); break;
+    case Collective::broadcast: wrong = count_wrong_broadcast(recv, count, options.dtype, call.root); break;
+    case Collective::allgather: wrong = count_wrong_allgather(recv, count, options.dtype, context.ranks); break;
+  }
+  return sum_over_ranks(wrong);
+}
+
+// The row's times: warm-ups, then ringrun's and the peer's samples alternating so that both see
+// the same machine state; medians of the slowest rank, and the bounds' fractions.
+void time_row(const Context &context, const CollectiveCall &call, const std::function<void()> &peer_run, Row &row) {
+  const Options &options = context.options;
+  const std::size_t bytes = row.size;
+  const Collective collective = call.collective;
+  auto run_ringrun = [&call] { check_rc(ringrun_run(call), ringrun_what(call)); };
+  auto ringrun_barrier_or_fail = [] { check_rc(ringrun_barrier(), "ringrun_barrier"); };
+  auto peer_barrier = [&context] { context.peer->barrier(); };
+
+  const int warmup = options.warmup >= 0 ? options.warmup : default_warmup(bytes);
+  for (int i = 0; i < warmup; ++i) run_ringrun();
+  const int ringrun_k = ops_per_sample(time_sample(ringrun_barrier_or_fail, run_ringrun, 1), options.sample_ms);
+  int peer_k = 0;
+  if (peer_run) {
+    for (int i = 0; i < warmup; ++i) peer_run();
+    peer_k = ops_per_sample(time_sample(peer_barrier, peer_run, 1), options.sample_ms);
+  }
+
+  // Alternate ringrun and peer samples so that both see the same machine state.
+  std::vector<double> ringrun_seconds, peer_seconds;
+  for (int sample = 0; sample < options.iters; ++sample) {
+    ringrun_seconds.push_back(time_sample(ringrun_barrier_or_fail, run_ringrun, ringrun_k));
+    if (peer_run) peer_seconds.push_back(time_sample(peer_barrier, peer_run, peer_k));
+  }
+  max_over_ranks(ringrun_seconds);
+  const double seconds = median(ringrun_seconds);
+  const double factor = busbw_factor(collective, context.ranks);
+  row.time_us = seconds * 1e6;
+  row.algbw_GBps = static_cast<double>(bytes) / seconds / 1e9;
+  row.busbw_GBps = row.algbw_GBps * factor;
+  if (peer_run) {
+    max_over_ranks(peer_seconds);
+    const double peer_seconds_median = median(peer_seconds);
+    row.peer_time_us = peer_seconds_median * 1e6;
+    row.peer_busbw_GBps = static_cast<double>(bytes) / peer_seconds_median / 1e9 * factor;
+    if (*row.peer_busbw_GBps > 0) row.ratio = row.busbw_GBps / *row.peer_busbw_GBps;
+  }
+  if (bytes >= kMemcpyFracMinBytes && context.memcpy_GBps > 0) row.memcpy_frac = row.busbw_GBps / context.memcpy_GBps;
+  set_bound(context, row, seconds);
+  set_wire(context, row, seconds);
+}
+
 void run_collective(const Context &context, Collective collective, std::vector<std::string> &json_rows) {
   const Options &options = context.options;
   const auto sizes = sweep(options, collective, context.ranks);
@@ -239,60 +300,10 @@ void run_collective(const Context &context, Collective collective, std::vector<s
     row.size = bytes;
     row.count = collective == Collective::allgather ? count * context.ranks : count;
 
-    if (options.check) {
-      // Results land in zeroed memory (every input is >= 1), except the broadcast root's own data.
-      if (!(collective == Collective::broadcast && context.rank == call.root))
-        std::memset(recv.data(), 0, (collective == Collective::allgather ? count * context.ranks : count) * element);
-      check_rc(ringrun_run(call), ringrun_what(call));
-      std::size_t wrong = 0;
-      switch (collective) {
-        case Collective::allreduce:
-          wrong = count_wrong_allreduce(recv.data(), count, options.dtype, options.op, context.ranks);
-          break;
-        case Collective::broadcast: wrong = count_wrong_broadcast(recv.data(), count, options.dtype, call.root); break;
-        case Collective::allgather: wrong = count_wrong_allgather(recv.data(), count, options.dtype, context.ranks); break;
-      }
-      row.wrong = sum_over_ranks(wrong);
-    }
-
+    if (options.check) row.wrong = wrong_elements(context, call);
     std::string why_not;
     std::function<void()> peer_run = context.peer ? context.peer->prepare(call, why_not) : std::function<void()>{};
-    auto run_ringrun = [&call] { check_rc(ringrun_run(call), ringrun_what(call)); };
-    auto ringrun_barrier_or_fail = [] { check_rc(ringrun_barrier(), "ringrun_barrier"); };
-    auto peer_barrier = [&context] { context.peer->barrier(); };
-
-    const int warmup = options.warmup >= 0 ? options.warmup : default_warmup(bytes);
-    for (int i = 0; i < warmup; ++i) run_ringrun();
-    const int ringrun_k = ops_per_sample(time_sample(ringrun_barrier_or_fail, run_ringrun, 1), options.sample_ms);
-    int peer_k = 0;
-    if (peer_run) {
-      for (int i = 0; i < warmup; ++i) peer_run();
-      peer_k = ops_per_sample(time_sample(peer_barrier, peer_run, 1), options.sample_ms);
-    }
-
-    // Alternate ringrun and peer samples so that both see the same machine state.
-    std::vector<double> ringrun_seconds, peer_seconds;
-    for (int sample = 0; sample < options.iters; ++sample) {
-      ringrun_seconds.push_back(time_sample(ringrun_barrier_or_fail, run_ringrun, ringrun_k));
-      if (peer_run) peer_seconds.push_back(time_sample(peer_barrier, peer_run, peer_k));
-    }
-    max_over_ranks(ringrun_seconds);
-    const double seconds = median(ringrun_seconds);
-    const double factor = busbw_factor(collective, context.ranks);
-    row.time_us = seconds * 1e6;
-    row.algbw_GBps = static_cast<double>(bytes) / seconds / 1e9;
-    row.busbw_GBps = row.algbw_GBps * factor;
-    if (peer_run) {
-      max_over_ranks(peer_seconds);
-      const double peer_seconds_median = median(peer_seconds);
-      row.peer_time_us = peer_seconds_median * 1e6;
-      row.peer_busbw_GBps = static_cast<double>(bytes) / peer_seconds_median / 1e9 * factor;
-      if (*row.peer_busbw_GBps > 0) row.ratio = row.busbw_GBps / *row.peer_busbw_GBps;
-    }
-    if (bytes >= kMemcpyFracMinBytes && context.memcpy_GBps > 0) row.memcpy_frac = row.busbw_GBps / context.memcpy_GBps;
-    set_bound(context, row, seconds);
-    set_wire(context, row, seconds);
-
+    time_row(context, call, peer_run, row);
     if (context.rank == 0) {
       if (options.json) {
         json_rows.push_back(row_json(context, row));
