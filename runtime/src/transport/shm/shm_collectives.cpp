@@ -122,6 +122,10 @@ void ShmTransport::reduce_scatter(const OpHeader& header, const void* send_ptr, 
   const auto* send = static_cast<const char*>(send_ptr);
   auto* recv = static_cast<char*>(recv_ptr);
   const int n = group_.size(), r = group_.index;
+  if (n == 1) {  // the whole buffer is this rank's block (the hierarchical path has 2 or more)
+    if (recv != send && header.count) std::memcpy(recv, send, header.bytes());
+    return;
+  }
   Control& me = control(r);
   const std::size_t esize = dtype_size(header.dtype);
   const std::size_t block = header.count / static_cast<std::size_t>(n);
