@@ -408,7 +408,6 @@ void ElasticJob::read_what_is_left(std::uint64_t id) {
   }
 }
 
-
 void ElasticJob::read_streams(const std::vector<pollfd>& fds, const std::vector<std::size_t>& stream_of) {
   for (std::size_t k = 1; k <= stream_of.size(); ++k)
     if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) streams_[stream_of[k - 1]].read_once(chunk_);

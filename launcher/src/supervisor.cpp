@@ -17,9 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <vector>
 

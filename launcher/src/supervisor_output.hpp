@@ -13,8 +13,8 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 namespace ringrun {
 

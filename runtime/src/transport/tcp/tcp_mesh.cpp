@@ -222,6 +222,9 @@ bool TcpMesh::drain(std::span<Transfer> transfers, const std::function<bool()>& 
   return stop_early();
 }
 
+// The bytes of a send that may go now: all of them, or what the transfer it depends on has made ready.
+static std::size_t sendable(const Transfer& t) { return t.available ? std::min(t.len, *t.available) : t.len; }
+
 // Where one progress() run stands: per channel (peer * streams + stream) the first unfinished
 // transfer in each direction, and the peers the run exchanges anything with.
 struct TcpMesh::Channels {
@@ -232,7 +235,7 @@ struct TcpMesh::Channels {
   // dying is why the peers we wait for may never send. A peer whose transfers here are done may
   // legitimately have moved on and closed (after the finalize barrier), so it is not watched.
   std::vector<bool> involved;
-  std::vector<pollfd> fds;  // wait()'s, kept to spare an allocation per wait
+  std::vector<pollfd> fds;  // wait_for_sockets()'s, kept to spare an allocation per wait
   std::vector<int> poll_channel;
 
   // Finds the first unfinished transfer per channel and direction; false when none is left.
@@ -300,7 +303,7 @@ bool TcpMesh::move_data(std::span<Transfer> transfers, const Channels& channels,
     }
     if (channels.next_send[c] >= 0) {
       Transfer& t = transfers[static_cast<std::size_t>(channels.next_send[c])];
-      std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
+      const std::size_t limit = sendable(t);
       if (limit > t.done) {
         ssize_t sent = ::send(socket, t.data + t.done, limit - t.done, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -331,9 +334,8 @@ void TcpMesh::wait_for_sockets(std::span<Transfer> transfers, Channels& channels
         (channels.next_recv[c] < 0 && channels.next_send[c] >= 0))
       events |= POLLRDHUP;
     if (channels.next_send[c] >= 0) {
-      Transfer& t = transfers[static_cast<std::size_t>(channels.next_send[c])];
-      std::size_t limit = t.available ? std::min(t.len, *t.available) : t.len;
-      if (limit > t.done) events |= POLLOUT;
+      const Transfer& t = transfers[static_cast<std::size_t>(channels.next_send[c])];
+      if (sendable(t) > t.done) events |= POLLOUT;
     }
     if (events == 0) continue;  // done with it in this run (POLLHUP would be reported anyway)
     fds.push_back({socket.get(), events, 0});
