@@ -100,6 +100,10 @@ class ShmTransport final : public Transport {
   void check_headers(const OpHeader& header);
   class Pieces;
   void allreduce_direct(const OpHeader& header, const Pieces& pieces);
+  struct Streamed;  // one streamed allreduce (shm_transport.cpp); its three steps per chunk:
+  void export_chunk(const Streamed& call, std::size_t k);
+  void reduce_chunk(const Streamed& call, std::size_t k);
+  void collect_chunk(const Streamed& call, std::size_t k);
   char* inline_input(int rank);  // rank's input of a small allreduce, gathered by collect_inline
   void post_inline(const char* input, std::size_t bytes);
   void collect_inline(std::size_t bytes);
