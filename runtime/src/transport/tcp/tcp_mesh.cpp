@@ -30,12 +30,18 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout, int streams)
     : streams_(streams), fds_(static_cast<std::size_t>(world.size * streams)), world_(world) {
-  auto deadline = net::Clock::now() + timeout;
-  const int me = world.rank;
-  // Lower ranks: connect and present the peer's nonce (it proves we read the job's rendezvous).
+  const auto deadline = net::Clock::now() + timeout;
+  connect_to_lower(deadline);
+  accept_from_higher(listener, deadline, timeout);
+  configure_sockets();
+}
+
+// Lower ranks: connect and present the peer's nonce (it proves we read the job's rendezvous).
+void TcpMesh::connect_to_lower(net::Clock::time_point deadline) {
+  const int me = world_.rank;
   for (int peer = 0; peer < me; ++peer) {
-    const PeerInfo& info = world.peers[peer];
-    for (int stream = 0; stream < streams; ++stream) {
+    const PeerInfo& info = world_.peers[peer];
+    for (int stream = 0; stream < streams_; ++stream) {
       try {
         net::Fd fd = net::connect_tcp(info.address, info.port, deadline);
         unsigned char hello[kHelloBytes];
@@ -43,17 +49,22 @@ TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds
         net::put_u32(hello + 4, static_cast<std::uint32_t>(me));
         net::put_u64(hello + 8, info.nonce);
         net::put_u32(hello + 16, static_cast<std::uint32_t>(stream));
-        net::put_u32(hello + 20, static_cast<std::uint32_t>(streams));
-        net::write_all(fd.get(), hello, sizeof hello, deadline, world.describe(peer));
+        net::put_u32(hello + 20, static_cast<std::uint32_t>(streams_));
+        net::write_all(fd.get(), hello, sizeof hello, deadline, world_.describe(peer));
         this->fd(peer, stream) = std::move(fd);
       } catch (const net::NetError& e) {
-        throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("connecting to {} at {}:{}: {}", world.describe(peer),
+        throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("connecting to {} at {}:{}: {}", world_.describe(peer),
                                                               info.address, info.port, e.what()));
       }
     }
   }
-  // Higher ranks: accept until all have connected; a stray or malformed connection is dropped.
-  int waiting = (world.size - 1 - me) * streams;
+}
+
+// Higher ranks: accept until all have connected; a stray or malformed connection is dropped.
+void TcpMesh::accept_from_higher(const net::Fd& listener, net::Clock::time_point deadline,
+                                 std::chrono::milliseconds timeout) {
+  const int me = world_.rank;
+  int waiting = (world_.size - 1 - me) * streams_;
   while (waiting > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
     pollfd p{listener.get(), POLLIN, 0};
@@ -61,8 +72,8 @@ TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) {
       std::vector<int> missing;
-      for (int peer = me + 1; peer < world.size; ++peer)
-        for (int stream = 0; stream < streams; ++stream)
+      for (int peer = me + 1; peer < world_.size; ++peer)
+        for (int stream = 0; stream < streams_; ++stream)
           if (!this->fd(peer, stream)) {
             missing.push_back(peer);
             break;
@@ -81,22 +92,25 @@ TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds
       continue;
     }
     std::uint32_t peer = net::get_u32(hello + 4), stream = net::get_u32(hello + 16);
-    if (net::get_u32(hello) != kHelloMagic || net::get_u64(hello + 8) != world.peers[me].nonce ||
-        peer <= static_cast<std::uint32_t>(me) || peer >= static_cast<std::uint32_t>(world.size) ||
-        stream >= static_cast<std::uint32_t>(streams) || this->fd(static_cast<int>(peer), static_cast<int>(stream))) {
+    if (net::get_u32(hello) != kHelloMagic || net::get_u64(hello + 8) != world_.peers[me].nonce ||
+        peer <= static_cast<std::uint32_t>(me) || peer >= static_cast<std::uint32_t>(world_.size) ||
+        stream >= static_cast<std::uint32_t>(streams_) || this->fd(static_cast<int>(peer), static_cast<int>(stream))) {
       fmt::print(stderr, "ringrun: rank {} dropped a connection that is not from a peer of this job\n", me);
       continue;
     }
     // The communicator checked at rendezvous that every rank uses the same count.
-    if (net::get_u32(hello + 20) != static_cast<std::uint32_t>(streams))
+    if (net::get_u32(hello + 20) != static_cast<std::uint32_t>(streams_))
       throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
                          fmt::format("connecting the ranks: {} opens {} connections per peer (RINGRUN_TCP_STREAMS), "
                                      "rank {} {}; set the same value on every rank",
-                                     world.describe(static_cast<int>(peer)), net::get_u32(hello + 20), me, streams));
+                                     world_.describe(static_cast<int>(peer)), net::get_u32(hello + 20), me, streams_));
     net::set_nodelay(fd.get());
     this->fd(static_cast<int>(peer), static_cast<int>(stream)) = std::move(fd);
     --waiting;
   }
+}
+
+void TcpMesh::configure_sockets() {
   // Abortive close by default: a rank that crashes (or aborts) resets its connections at once.
   // An orderly close would queue its FIN behind unsent data that a peer may never read, and that
   // peer would not learn of the death.

@@ -84,6 +84,11 @@ class TcpMesh {
   void close(bool orderly);
 
  private:
+  // The constructor's steps: connect to every lower rank, accept every higher one, then make every
+  // socket non-blocking with an abortive close and a peer timeout.
+  void connect_to_lower(net::Clock::time_point deadline);
+  void accept_from_higher(const net::Fd& listener, net::Clock::time_point deadline, std::chrono::milliseconds timeout);
+  void configure_sockets();
   void progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early);
   struct Channels;
   bool move_data(std::span<Transfer> transfers, const Channels& channels, const char* what);  // true: bytes moved
