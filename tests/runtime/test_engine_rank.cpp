@@ -24,18 +24,9 @@ int fail(const std::string& what) {
   return 1;
 }
 
-}  // namespace
-
-int main() {
-  const ringrun::test::ProcessCounts at_start = ringrun::test::process_counts();
-  if (ringrun_init() != RINGRUN_OK) return fail("ringrun_init");
-  g_rank = ringrun_rank();
-  const int size = ringrun_size();
-
-  float before = static_cast<float>(g_rank + 1);
-  if (ringrun_allreduce(&before, &before, 1, RINGRUN_FLOAT32, RINGRUN_SUM) != RINGRUN_OK) return fail("sync allreduce");
-  if (before != static_cast<float>(size * (size + 1) / 2)) return fail("sync allreduce result");
-
+// Named async ops from two threads in a per-rank shuffled order, synchronous calls while the
+// engine runs, then ringrun_test and ringrun_wait on each op. 0, or what fail() returned.
+int async_ops_from_two_threads(int size) {
   constexpr int kTensors = 300;
   std::vector<std::vector<float>> data(kTensors);
   std::vector<ringrun_handle> handles(kTensors, nullptr);
@@ -79,7 +70,11 @@ int main() {
     for (float x : data[static_cast<std::size_t>(k)])
       if (x != expected) return fail("result of grad." + std::to_string(k));
   }
+  return 0;
+}
 
+// A mismatch, then ringrun_finalize with an op pending and calls after it. 0, or fail()'s 1.
+int mismatch_and_finalize() {
   // A mismatch through the C API: every rank gets RINGRUN_ERR_MISMATCH naming the tensor.
   std::vector<float> m(static_cast<std::size_t>(4 + g_rank), 1.0f);
   ringrun_handle mismatch = nullptr;
@@ -106,6 +101,22 @@ int main() {
     return fail("async call after finalize");
   if (ringrun_allreduce(&lonely, &lonely, 1, RINGRUN_FLOAT32, RINGRUN_SUM) != RINGRUN_ERR_NOT_INITIALIZED)
     return fail("sync call after finalize");
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  const ringrun::test::ProcessCounts at_start = ringrun::test::process_counts();
+  if (ringrun_init() != RINGRUN_OK) return fail("ringrun_init");
+  g_rank = ringrun_rank();
+  const int size = ringrun_size();
+
+  float before = static_cast<float>(g_rank + 1);
+  if (ringrun_allreduce(&before, &before, 1, RINGRUN_FLOAT32, RINGRUN_SUM) != RINGRUN_OK) return fail("sync allreduce");
+  if (before != static_cast<float>(size * (size + 1) / 2)) return fail("sync allreduce result");
+  if (int failed = async_ops_from_two_threads(size)) return failed;
+  if (int failed = mismatch_and_finalize()) return failed;
 
   const ringrun::test::ProcessCounts after = ringrun::test::process_counts();
   if (after.threads != at_start.threads || after.sockets != 0)

@@ -79,38 +79,8 @@ void check_death(int rank) {
   fail("1000 allreduces succeeded although rank 2 died");
 }
 
-}  // namespace
-
-int main() {
-  if (ringrun_init() != 0) {
-    std::fprintf(stderr, "ringrun_init: %s\n", ringrun_last_error());
-    return 2;
-  }
-  const int rank = g_rank = ringrun_rank(), n = ringrun_size();
-  // The runtime's view of the job, from the peers' host names, against what the test set.
-  const int seen[] = {ringrun_size(), ringrun_local_rank(), ringrun_local_size(), ringrun_cross_rank(),
-                      ringrun_cross_size()};
-  const char* names[] = {"RINGRUN_SIZE", "RINGRUN_LOCAL_RANK", "RINGRUN_LOCAL_SIZE", "RINGRUN_CROSS_RANK",
-                         "RINGRUN_CROSS_SIZE"};
-  for (int i = 0; i < 5; ++i)
-    if (seen[i] != env_int(names[i]))
-      fail(std::string(names[i]) + "=" + std::to_string(env_int(names[i])) + " but the runtime computed " +
-           std::to_string(seen[i]));
-
-  const char* expected_transport = std::getenv("TWOHOST_TRANSPORT");
-  const char* transport = ringrun_transport_name();
-  if (expected_transport && (!transport || std::string(transport) != expected_transport))
-    fail(std::string("transport ") + (transport ? transport : "(null)") + ", expected " + expected_transport);
-  const std::string mode = std::getenv("TWOHOST_MODE") ? std::getenv("TWOHOST_MODE") : "collectives";
-  if (mode == "mismatch" || mode == "death") {
-    if (mode == "mismatch") check_mismatch(rank);
-    else check_death(rank);
-    ringrun_finalize();  // fails after the error; closes the connections either way
-    std::printf("rank %d of %d, transport %s, %s: %s\n", rank, n, transport ? transport : "(null)", mode.c_str(),
-                g_failures ? "FAILED" : "ok");
-    return g_failures ? 1 : 0;
-  }
-
+// Every collective on every dtype and size the test covers, checked against the reference.
+void check_collectives(int rank, int n) {
   for (auto dtype : kDtypes)
     for (auto op : kOps)
       for (std::size_t count : kCounts) {
@@ -152,6 +122,41 @@ int main() {
       if (std::memcmp(all.data(), expected.data(), bytes * static_cast<std::size_t>(n)) != 0)
         fail(what + ": wrong result");
     }
+}
+
+}  // namespace
+
+int main() {
+  if (ringrun_init() != 0) {
+    std::fprintf(stderr, "ringrun_init: %s\n", ringrun_last_error());
+    return 2;
+  }
+  const int rank = g_rank = ringrun_rank(), n = ringrun_size();
+  // The runtime's view of the job, from the peers' host names, against what the test set.
+  const int seen[] = {ringrun_size(), ringrun_local_rank(), ringrun_local_size(), ringrun_cross_rank(),
+                      ringrun_cross_size()};
+  const char* names[] = {"RINGRUN_SIZE", "RINGRUN_LOCAL_RANK", "RINGRUN_LOCAL_SIZE", "RINGRUN_CROSS_RANK",
+                         "RINGRUN_CROSS_SIZE"};
+  for (int i = 0; i < 5; ++i)
+    if (seen[i] != env_int(names[i]))
+      fail(std::string(names[i]) + "=" + std::to_string(env_int(names[i])) + " but the runtime computed " +
+           std::to_string(seen[i]));
+
+  const char* expected_transport = std::getenv("TWOHOST_TRANSPORT");
+  const char* transport = ringrun_transport_name();
+  if (expected_transport && (!transport || std::string(transport) != expected_transport))
+    fail(std::string("transport ") + (transport ? transport : "(null)") + ", expected " + expected_transport);
+  const std::string mode = std::getenv("TWOHOST_MODE") ? std::getenv("TWOHOST_MODE") : "collectives";
+  if (mode == "mismatch" || mode == "death") {
+    if (mode == "mismatch") check_mismatch(rank);
+    else check_death(rank);
+    ringrun_finalize();  // fails after the error; closes the connections either way
+    std::printf("rank %d of %d, transport %s, %s: %s\n", rank, n, transport ? transport : "(null)", mode.c_str(),
+                g_failures ? "FAILED" : "ok");
+    return g_failures ? 1 : 0;
+  }
+
+  check_collectives(rank, n);
   call(ringrun_barrier(), "barrier");
 
   // Every rank's verdict, so that each rank's output says whether the whole job passed.
