@@ -293,6 +293,42 @@ TEST_CASE("mismatched counts, dtypes or ops are reported on every rank") {
   }
 }
 
+TEST_CASE("recursive doubling: mismatches reach every rank, whichever member disagrees and however") {
+  // 5 and 7 ranks: members 4.. fold into 0.. (the odd rank out is such a member or not); the
+  // variants: a different count on a small allreduce (data rides with the check), a large
+  // allreduce (header check only, then the ring) against small ones, a barrier against them.
+  for (int n : {5, 7}) {
+    for (int odd : {1, n - 1}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        CAPTURE(n);
+        CAPTURE(odd);
+        CAPTURE(variant);
+        std::vector<std::string> messages(static_cast<std::size_t>(n));
+        test::run_ranks(n, Placement::separate_hosts, [&](int rank, Communicator& comm) {
+          std::vector<float> data(100000, 1.0f);
+          comm.allreduce(data.data(), data.data(), 10, RINGRUN_FLOAT32, RINGRUN_SUM);
+          try {
+            if (rank != odd) comm.allreduce(data.data(), data.data(), 1000, RINGRUN_FLOAT32, RINGRUN_SUM);
+            else if (variant == 0) comm.allreduce(data.data(), data.data(), 999, RINGRUN_FLOAT32, RINGRUN_SUM);
+            else if (variant == 1) comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM);
+            else comm.barrier();
+            messages[static_cast<std::size_t>(rank)] = "no error";
+          } catch (const RuntimeError& e) {
+            CHECK(e.code() == RINGRUN_ERR_MISMATCH);
+            messages[static_cast<std::size_t>(rank)] = e.what();
+          }
+        });
+        const char* expected[] = {"999", "100000", "barrier"};
+        for (int r = 0; r < n; ++r) {
+          INFO("rank ", r, ": ", messages[static_cast<std::size_t>(r)]);
+          CHECK(messages[static_cast<std::size_t>(r)].find("disagree") != std::string::npos);
+          CHECK(messages[static_cast<std::size_t>(r)].find(expected[variant]) != std::string::npos);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("invalid arguments fail on the calling rank only and leave the communicator usable") {
   test::run_ranks(2, Placement::one_host, [&](int rank, Communicator& comm) {
     float x = 1;

@@ -363,8 +363,10 @@ void Communicator::finalize() {
     return;
   }
   if (tcp_) {
-    // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets, and
-    // every peer has by then sent its barrier header, so no peer mistakes the close for a death.
+    // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets. Every
+    // peer has by then sent all it sends to this rank for the barrier, and the steps still running
+    // elsewhere do not watch the peers they do not involve (TcpMesh::run_pairwise), so no peer
+    // mistakes the close for a death.
     OpHeader header{.seq = ++seq_, .kind = Collective::barrier};
     tcp_->barrier(header);
   }

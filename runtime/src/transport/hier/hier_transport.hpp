@@ -1,7 +1,7 @@
 // Collectives for jobs on several hosts with the same number L > 1 of ranks on each (Horovod's
 // hierarchical allreduce): shared memory among the ranks of a host, TCP only between hosts.
 //
-// Every call first exchanges its header with every rank over TCP (one small message per peer),
+// Every call first checks its header against every rank's over TCP (TcpTransport::check_headers),
 // so that a mismatch is reported on every rank before any data moves, whichever phase the ranks
 // would have disagreed in (the cross group then sends no headers of its own). Then, for an
 // allreduce of count elements, q = count / L:
@@ -14,8 +14,9 @@
 //       remaining count - L q elements from local index L-1 when count is not a multiple of L.
 // Each shard is reduced by exactly one cross group, so every rank ends with the same bits; AVERAGE
 // sums throughout and divides by the world size once. Allreduces up to
-// TcpTransport::kDirectMaxBytes take the flat TCP direct exchange instead: one round trip, where
-// this path needs two (measured faster up to there; tests/runtime/twohost/twohost_bench.sh).
+// TcpTransport::kDirectMaxBytes take the flat TCP small path instead (the data travels with the
+// header check: a direct exchange, or recursive doubling from 4 ranks), measured faster up to there
+// (tests/runtime/twohost/twohost_bench.sh; RESULTS.md, session 16).
 // Broadcast: TCP from the root to the ranks of its local index on the other hosts, then shared
 // memory on each host. Allgather and barrier run on the flat TCP transport.
 #pragma once

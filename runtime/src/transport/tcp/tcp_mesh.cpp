@@ -188,7 +188,7 @@ void TcpMesh::check_alive(const char* what) {
 
 void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early) {
   try {
-    progress(transfers, what, stop_early);
+    progress(transfers, what, stop_early, true);
   } catch (const RuntimeError& e) {
     // A rank that finds a disagreement stops and closes as soon as it has every header; its close
     // can reach this rank before the header that explains it has been read from another peer.
@@ -197,6 +197,8 @@ void TcpMesh::run(std::span<Transfer> transfers, const char* what, const std::fu
     if (!stop_early || e.code() != RINGRUN_ERR_PEER || !drain(transfers, stop_early)) throw;
   }
 }
+
+void TcpMesh::run_pairwise(std::span<Transfer> transfers, const char* what) { progress(transfers, what, {}, false); }
 
 bool TcpMesh::drain(std::span<Transfer> transfers, const std::function<bool()>& stop_early) {
   const int channels = world_.size * streams_;
@@ -242,13 +244,15 @@ static std::size_t sendable(const Transfer& t) { return t.available ? std::min(t
 // Where one progress() run stands: per channel (peer * streams + stream) the first unfinished
 // transfer in each direction, and the peers the run exchanges anything with.
 struct TcpMesh::Channels {
-  Channels(int peers, int streams)
-      : next_send(static_cast<std::size_t>(peers * streams), -1), next_recv(next_send), involved(peers, false) {}
+  Channels(int peers, int streams, bool watch_others)
+      : next_send(static_cast<std::size_t>(peers * streams), -1), next_recv(next_send), involved(peers, false),
+        watch_others(watch_others) {}
   std::vector<int> next_send, next_recv;
   // Peers this run exchanges nothing with are watched for a hang-up (on connection 0): one of them
   // dying is why the peers we wait for may never send. A peer whose transfers here are done may
   // legitimately have moved on and closed (after the finalize barrier), so it is not watched.
   std::vector<bool> involved;
+  bool watch_others;  // false: every peer counts as involved (run_pairwise)
   std::vector<pollfd> fds;  // wait_for_sockets()'s, kept to spare an allocation per wait
   std::vector<int> poll_channel;
 
@@ -259,7 +263,7 @@ struct TcpMesh::Channels {
 bool TcpMesh::Channels::scan(std::span<Transfer> transfers, int streams) {
   std::fill(next_send.begin(), next_send.end(), -1);
   std::fill(next_recv.begin(), next_recv.end(), -1);
-  std::fill(involved.begin(), involved.end(), false);
+  std::fill(involved.begin(), involved.end(), !watch_others);
   bool pending = false;
   for (std::size_t i = 0; i < transfers.size(); ++i) {
     Transfer& t = transfers[i];
@@ -273,8 +277,9 @@ bool TcpMesh::Channels::scan(std::span<Transfer> transfers, int streams) {
   return pending;
 }
 
-void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early) {
-  Channels channels(world_.size, streams_);
+void TcpMesh::progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early,
+                       bool watch_others) {
+  Channels channels(world_.size, streams_, watch_others);
   std::chrono::steady_clock::time_point idle_since{};
   for (;;) {
     if (!channels.scan(transfers, streams_) || (stop_early && stop_early())) return;

@@ -71,6 +71,12 @@ class TcpMesh {
   // the collective in errors.
   void run(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early = {});
 
+  // The same without watching the peers the transfers do not involve, for one step of a pattern in
+  // which every rank takes part (recursive doubling): a rank that has done its last step may close
+  // (finalize, or a mismatch found) while others still run theirs. A peer that dies is still seen:
+  // by its partner, and by that one's partners as the error spreads.
+  void run_pairwise(std::span<Transfer> transfers, const char* what);
+
   // Throws RINGRUN_ERR_PEER if any peer has closed its connection (a non-blocking check).
   void check_alive(const char* what);
 
@@ -89,7 +95,8 @@ class TcpMesh {
   void connect_to_lower(net::Clock::time_point deadline);
   void accept_from_higher(const net::Fd& listener, net::Clock::time_point deadline, std::chrono::milliseconds timeout);
   void configure_sockets();
-  void progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early);
+  void progress(std::span<Transfer> transfers, const char* what, const std::function<bool()>& stop_early,
+                bool watch_others);
   struct Channels;
   bool move_data(std::span<Transfer> transfers, const Channels& channels, const char* what);  // true: bytes moved
   void wait_for_sockets(std::span<Transfer> transfers, Channels& channels, const char* what);  // poll(), hang-ups

@@ -46,10 +46,14 @@ int TcpTransport::stripes(std::size_t bytes) const {
       std::clamp<std::size_t>(bytes / kMinStripeBytes, 1, static_cast<std::size_t>(mesh_.streams())));
 }
 
-void TcpTransport::check_headers(const OpHeader& header) { send_and_check_headers(header, nullptr, 0, nullptr); }
+void TcpTransport::check_headers(const OpHeader& header) {
+  if (doubles()) return doubling(header, nullptr, nullptr, 0);
+  send_and_check_headers(header, nullptr, 0, nullptr);
+}
 
 void TcpTransport::exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes,
                                     char* extra_in) {
+  if (doubles() && extra_bytes == 0) return headers_checked_elsewhere_ ? void() : doubling(header, nullptr, nullptr, 0);
   if (!headers_checked_elsewhere_) return send_and_check_headers(header, extra, extra_bytes, extra_in);
   // Only the extra data (the direct allreduce's): every rank agrees on its size.
   std::vector<Transfer> transfers;
@@ -144,6 +148,7 @@ void TcpTransport::allreduce(const OpHeader& header, const void* send_ptr, void*
   const auto* send = static_cast<const char*>(send_ptr);
   auto* recv = static_cast<char*>(recv_ptr);
   if (bytes <= kDirectMaxBytes || header.count < static_cast<std::uint64_t>(n)) {
+    if (doubles()) return doubling(header, send, recv, bytes);
     // Direct: everyone's data to everyone, reduced here in rank order, so every rank computes
     // bit-identical results.
     if (scratch_.size() < bytes * n) scratch_.resize(bytes * n);

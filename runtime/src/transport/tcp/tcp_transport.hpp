@@ -1,7 +1,9 @@
-// Collectives over the TCP mesh: every call first sends its header to every peer (so all ranks
-// see a mismatch), then runs a ring (reduce-scatter + allgather, streamed through the poll loop:
-// a segment is forwarded while it is still being received and reduced), or for small
-// allreduces a direct exchange (everyone sends everything to everyone, one round trip).
+// Collectives over the TCP mesh: every call first checks its header against every rank's (so all
+// ranks see a mismatch), then runs a ring (reduce-scatter + allgather, streamed through the poll
+// loop: a segment is forwarded while it is still being received and reduced); small allreduces
+// travel with the check. Below kDoublingMinRanks the check is a direct exchange (everyone sends
+// its header, and a small allreduce's data, to everyone: one round trip); from there recursive
+// doubling (log2 n rounds with one peer each, the data reduced on the way).
 #pragma once
 
 #include <vector>
@@ -10,6 +12,14 @@
 #include "transport/transport.hpp"
 
 namespace ringrun::core {
+
+// The first disagreement a rank has seen, directly or through a peer, in recursive doubling: rank_a
+// called a, rank_b called b (global ranks).
+struct DoublingVerdict {
+  bool disagree = false;
+  int rank_a = -1, rank_b = -1;
+  OpHeader a, b;
+};
 
 class TcpTransport final : public Transport {
  public:
@@ -38,6 +48,10 @@ class TcpTransport final : public Transport {
   // block is striped across them in contiguous pieces of at least this many bytes, piece k on
   // connection k; smaller ones (and every header) use connection 0 alone.
   static constexpr std::size_t kMinStripeBytes = 64 * 1024;
+  // Groups of at least this many ranks check headers, and allreduce up to kDirectMaxBytes, by
+  // recursive doubling (log2 n rounds, one peer each) instead of an exchange with every peer
+  // (n - 1 messages each way per rank).
+  static constexpr int kDoublingMinRanks = 4;
 
  private:
   // Sends header to every peer and checks theirs (throws the mismatch on every rank). extra is
@@ -45,6 +59,12 @@ class TcpTransport final : public Transport {
   // headers_checked_elsewhere_, only extra travels.
   void exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
   void send_and_check_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
+  // Recursive doubling (tcp_doubling.cpp): a header check that reports a mismatch on every rank,
+  // carrying an allreduce of `bytes` (0: headers only) from send to recv.
+  void doubling(const OpHeader& header, const void* send, void* recv, std::size_t bytes);
+  const char* doubling_step(const OpHeader& header, int index, bool send, bool receive, const char* data,
+                            std::size_t bytes, DoublingVerdict& verdict);
+  bool doubles() const { return group_.size() >= kDoublingMinRanks; }
   void ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count);
   // Pieces a transfer of `bytes` is striped into: 1 .. mesh_.streams().
   int stripes(std::size_t bytes) const;
