@@ -65,6 +65,7 @@ const char* TcpTransport::doubling_step(const OpHeader& header, int index, bool 
   const char* what = collective_name(header.kind);
   const int partner = peer(index);
   std::vector<Transfer> transfers;
+  transfers.reserve(3);
   if (send) {
     const std::size_t data_bytes = verdict.disagree ? 0 : bytes;
     outgoing_.resize(kPreambleBytes + data_bytes);
@@ -72,21 +73,31 @@ const char* TcpTransport::doubling_step(const OpHeader& header, int index, bool 
     if (data_bytes) std::memcpy(outgoing_.data() + kPreambleBytes, data, data_bytes);
     transfers.push_back(send_to(partner, outgoing_.data(), outgoing_.size()));
   }
+  // The data's length is in the preamble: the data transfer grows to it once the preamble is in,
+  // in the same run as the send (a run that waited for the send first could deadlock two partners
+  // whose messages both exceed the socket buffers).
   unsigned char in[kPreambleBytes];
-  if (receive) transfers.push_back(recv_from(partner, in, kPreambleBytes));
+  Preamble theirs;
+  bool malformed = false;
+  if (receive) {
+    transfers.push_back(recv_from(partner, in, kPreambleBytes, [&](std::size_t done) {
+      if (done < kPreambleBytes) return done;
+      malformed = !decode_preamble(in, world.size, &theirs);
+      if (!malformed && theirs.data_bytes) {
+        if (scratch_.size() < theirs.data_bytes) scratch_.resize(theirs.data_bytes);
+        Transfer& data_in = transfers.back();  // reserved below: no reallocation
+        data_in.data = scratch_.data();
+        data_in.len = theirs.data_bytes;  // read even when unused, so the connection stays in step
+      }
+      return done;
+    }));
+    transfers.push_back(recv_from(partner, nullptr, 0));
+  }
   mesh_.run_pairwise(transfers, what);
   if (!receive) return nullptr;
-
-  Preamble theirs;
-  if (!decode_preamble(in, world.size, &theirs))
+  if (malformed)
     throw RuntimeError(RINGRUN_ERR_PEER, fmt::format("{}: rank {} received a malformed collective header from {}", what,
                                                      world.rank, world.describe(partner)));
-  if (theirs.data_bytes) {
-    // Read even when it will not be used, so the connection stays in step.
-    if (scratch_.size() < theirs.data_bytes) scratch_.resize(theirs.data_bytes);
-    Transfer data_in = recv_from(partner, scratch_.data(), theirs.data_bytes);
-    mesh_.run_pairwise(std::span<Transfer>(&data_in, 1), what);
-  }
   if (!verdict.disagree) {
     if (theirs.verdict.disagree) {
       verdict = theirs.verdict;
