@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <thread>
 #include <tuple>
 
 #include "core/dtype.hpp"
@@ -371,6 +372,40 @@ TEST_CASE("a rank that drops out mid-job makes every other rank fail within 5 s,
       CHECK(messages[r].find("rank 2 (host node") != std::string::npos);
       CHECK(seconds[r] < 5.0);
     }
+  }
+}
+
+TEST_CASE("recursive doubling: a rank that drops out is seen by every rank, not only through its partners") {
+  // 8 ranks, small allreduces (doubling): the ranks that fail keep their communicators open for a
+  // while, as a program that catches the error would, so a rank that learnt of the death only when
+  // a failed partner closed would wait that long.
+  constexpr int kRanks = 8;
+  std::vector<std::string> messages(kRanks);
+  std::vector<double> seconds(kRanks);
+  test::run_ranks(kRanks, Placement::separate_hosts, [&](int rank, Communicator& comm) {
+    float x = 1.0f;
+    for (int i = 0;; ++i) {
+      if (rank == 5 && i == 3) {
+        comm.abort();  // what a crash looks like to the others: every connection resets
+        return;
+      }
+      auto start = std::chrono::steady_clock::now();
+      try {
+        comm.allreduce(&x, &x, 1, RINGRUN_FLOAT32, RINGRUN_MAX);
+      } catch (const RuntimeError& e) {
+        seconds[static_cast<std::size_t>(rank)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        messages[static_cast<std::size_t>(rank)] = e.what();
+        CHECK(e.code() == RINGRUN_ERR_PEER);
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        return;
+      }
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == 5) continue;
+    INFO("rank ", r, ": ", messages[static_cast<std::size_t>(r)]);
+    CHECK(messages[static_cast<std::size_t>(r)].find("rank 5 (host node") != std::string::npos);
+    CHECK(seconds[static_cast<std::size_t>(r)] < 2.0);
   }
 }
 

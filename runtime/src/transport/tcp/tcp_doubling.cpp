@@ -1,7 +1,6 @@
 // Recursive doubling over the TCP mesh (see TcpTransport::doubling): the header check of every
 // collective in groups of kDoublingMinRanks or more, and their small allreduces.
 #include <cstring>
-#include <optional>
 
 #include <fmt/format.h>
 

@@ -252,7 +252,9 @@ struct TcpMesh::Channels {
   // dying is why the peers we wait for may never send. A peer whose transfers here are done may
   // legitimately have moved on and closed (after the finalize barrier), so it is not watched.
   std::vector<bool> involved;
-  bool watch_others;  // false: every peer counts as involved (run_pairwise)
+  // false (run_pairwise): peers this run exchanges nothing with may close in order (they finished
+  // their part); only a reset (POLLERR: a rank that died or failed) counts against them.
+  bool watch_others;
   std::vector<pollfd> fds;  // wait_for_sockets()'s, kept to spare an allocation per wait
   std::vector<int> poll_channel;
 
@@ -263,7 +265,7 @@ struct TcpMesh::Channels {
 bool TcpMesh::Channels::scan(std::span<Transfer> transfers, int streams) {
   std::fill(next_send.begin(), next_send.end(), -1);
   std::fill(next_recv.begin(), next_recv.end(), -1);
-  std::fill(involved.begin(), involved.end(), !watch_others);
+  std::fill(involved.begin(), involved.end(), false);
   bool pending = false;
   for (std::size_t i = 0; i < transfers.size(); ++i) {
     Transfer& t = transfers[i];
@@ -349,14 +351,16 @@ void TcpMesh::wait_for_sockets(std::span<Transfer> transfers, Channels& channels
     if (!socket) continue;
     short events = 0;
     if (channels.next_recv[c] >= 0) events |= POLLIN;
-    if ((!channels.involved[static_cast<std::size_t>(peer)] && stream == 0) ||
-        (channels.next_recv[c] < 0 && channels.next_send[c] >= 0))
+    const bool uninvolved = !channels.involved[static_cast<std::size_t>(peer)] && stream == 0;
+    if ((uninvolved && channels.watch_others) || (channels.next_recv[c] < 0 && channels.next_send[c] >= 0))
       events |= POLLRDHUP;
     if (channels.next_send[c] >= 0) {
       const Transfer& t = transfers[static_cast<std::size_t>(channels.next_send[c])];
       if (sendable(t) > t.done) events |= POLLOUT;
     }
-    if (events == 0) continue;  // done with it in this run (POLLHUP would be reported anyway)
+    // Done with it in this run (POLLHUP would be reported anyway); an uninvolved peer is still
+    // polled, for POLLERR (always reported), under run_pairwise.
+    if (events == 0 && !uninvolved) continue;
     fds.push_back({socket.get(), events, 0});
     poll_channel.push_back(channel);
   }
@@ -370,9 +374,10 @@ void TcpMesh::wait_for_sockets(std::span<Transfer> transfers, Channels& channels
     bool reading = channels.next_recv[c] >= 0;
     // While reading, EOF is seen by recv() after the remaining data; otherwise a hang-up of a
     // watched peer (or of one we still send to) is final.
-    bool watched = !channels.involved[static_cast<std::size_t>(peer)] || channels.next_send[c] >= 0;
+    const bool uninvolved = !channels.involved[static_cast<std::size_t>(peer)];
+    bool watched = (uninvolved && channels.watch_others) || channels.next_send[c] >= 0;
     if (!reading && watched && (revents & (POLLRDHUP | POLLHUP))) peer_failed(peer, what, 0);
-    if (!reading && watched && (revents & POLLERR)) {
+    if (!reading && (watched || uninvolved) && (revents & POLLERR)) {
       int error = 0;
       socklen_t len = sizeof error;
       ::getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &error, &len);

@@ -73,8 +73,8 @@ class TcpMesh {
 
   // The same without watching the peers the transfers do not involve, for one step of a pattern in
   // which every rank takes part (recursive doubling): a rank that has done its last step may close
-  // (finalize, or a mismatch found) while others still run theirs. A peer that dies is still seen:
-  // by its partner, and by that one's partners as the error spreads.
+  // (finalize, or a mismatch found) while others still run theirs, in order. A peer that dies
+  // resets its connections (they close abortively), and that is still seen here.
   void run_pairwise(std::span<Transfer> transfers, const char* what);
 
   // Throws RINGRUN_ERR_PEER if any peer has closed its connection (a non-blocking check).
