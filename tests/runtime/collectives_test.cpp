@@ -615,6 +615,27 @@ TEST_CASE("TCP streams: the automatic count follows the CPUs per rank of the mos
   CHECK(automatic_tcp_streams(peers({{"a", "m1", 1}, {"a", "m1", 1}, {"b", "m2", 1}, {"b", "m2", 1}})) == 1);
 }
 
+// Shared-memory waits do not spin where the machine has more ranks than CPUs.
+TEST_CASE("a machine is oversubscribed when more ranks than its CPUs run on it, namespaces counted together") {
+  auto world = [](int rank, std::vector<std::pair<std::string, int>> ranks) {
+    core::World w;
+    w.rank = rank;
+    w.size = static_cast<int>(ranks.size());
+    for (auto& [machine, cpus] : ranks) {
+      PeerInfo p;
+      p.machine = machine;
+      p.cpus = cpus;
+      w.peers.push_back(p);
+    }
+    return w;
+  };
+  CHECK_FALSE(core::machine_oversubscribed(world(0, {{"m", 2}, {"m", 2}})));
+  CHECK(core::machine_oversubscribed(world(0, {{"m", 2}, {"m", 2}, {"m", 2}})));
+  CHECK_FALSE(core::machine_oversubscribed(world(0, {{"m1", 2}, {"m1", 2}, {"m2", 2}, {"m2", 2}})));
+  CHECK(core::machine_oversubscribed(world(3, {{"m1", 8}, {"m2", 1}, {"m1", 8}, {"m2", 1}})));
+  CHECK_FALSE(core::machine_oversubscribed(world(0, {{"m1", 8}, {"m2", 1}, {"m1", 8}, {"m2", 1}})));
+}
+
 TEST_CASE("TCP streams: unset (0, automatic) connects and runs every collective, flat and hierarchical") {
   const std::vector<std::size_t> sizes = {1, 1000, 300007};
   test::RankOptions automatic{.tcp_streams = 0};

@@ -65,6 +65,14 @@ int automatic_tcp_streams(const std::vector<PeerInfo>& peers) {
   return std::max(streams, 1);
 }
 
+bool machine_oversubscribed(const World& world) {
+  if (world.peers.empty()) return false;
+  const PeerInfo& me = world.peers[static_cast<std::size_t>(world.rank)];
+  const auto ranks = std::count_if(world.peers.begin(), world.peers.end(),
+                                   [&](const PeerInfo& p) { return p.machine == me.machine; });
+  return ranks > me.cpus;
+}
+
 const char* collective_name(Collective kind) {
   switch (kind) {
     case Collective::allreduce: return "allreduce";

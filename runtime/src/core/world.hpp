@@ -42,6 +42,10 @@ struct World {
 inline constexpr int kMaxAutomaticTcpStreams = 4;
 int automatic_tcp_streams(const std::vector<PeerInfo>& peers);
 
+// More ranks on this rank's machine (boot id, so network namespaces of one machine count together)
+// than it has CPUs online: a rank that waits for a peer should not spin.
+bool machine_oversubscribed(const World& world);
+
 // Some of the ranks of a World that run collectives among themselves (the ranks of one host, or
 // one rank per host): their global ranks in the group's order, and this rank's index there.
 struct Group {

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -116,6 +117,7 @@ class ShmTransport final : public Transport {
   std::size_t bytes_;
   std::size_t slot_bytes_;
   std::size_t ring_bytes_;  // one ring chunk
+  std::chrono::microseconds spin_for_;  // kSpinFor, or 0 on an oversubscribed machine
   std::uint32_t round_ = 0;  // last round started; every rank runs the same rounds
   std::uint32_t seen_arrived_ = 0;  // the last round every peer was seen arriving at
   std::uint32_t chunk_ = 0;  // last ring chunk used; every rank runs the same chunks
