@@ -1,5 +1,6 @@
 // Collectives with ranks as threads, against a serial reference: every dtype x op, sizes 0, 1,
-// 7, 1000 and 2^20+3, 1 to 8 ranks (oversubscribed on purpose), over TCP and shared memory.
+// 7, 1000 and 2^20+3, 1 to 8 ranks (oversubscribed on purpose), over TCP and shared memory (the
+// hierarchical transport: hierarchical_test.cpp).
 // Inputs are small integers, so every reduction order gives the same, exactly representable
 // result and the comparison is bit for bit.
 #include <doctest/doctest.h>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <tuple>
 
+#include "allreduce_check.hpp"
 #include "core/dtype.hpp"
 #include "rank_threads.hpp"
 #include "reference.hpp"
@@ -23,65 +25,9 @@ using test::kDtypes;
 using test::kOps;
 using test::make_input;
 using test::reference;
+using test::check_allreduce_on;
 
 namespace {
-
-// Every dtype x op at the given sizes, ranks on the given hosts; expected_transport: what the
-// communicators must report (null: anything).
-void check_allreduce_on(const std::vector<std::string>& hosts, const std::vector<std::size_t>& sizes,
-                        const char* expected_transport = nullptr, test::RankOptions options = {}) {
-  const int n = static_cast<int>(hosts.size());
-  // References once per case, shared by all rank threads.
-  struct Case {
-    ringrun_dtype dtype;
-    ringrun_op op;
-    std::size_t count;
-    std::vector<char> expected;
-  };
-  std::vector<Case> cases;
-  for (auto dtype : kDtypes)
-    for (auto op : kOps)
-      for (auto count : sizes) {
-        // The largest size runs for every dtype with sum and average, and for every op on float32.
-        if (count > 100000 && !(op == RINGRUN_SUM || op == RINGRUN_AVERAGE || dtype == RINGRUN_FLOAT32)) continue;
-#ifdef RINGRUN_TEST_TSAN
-        // Under TSan only float32 sum and average: the same transfers, rounds and synchronisation
-        // (what TSan checks) at a sixth of the instrumented reduce loops. The other builds check
-        // every dtype's arithmetic at that size.
-        if (count > 100000 && !(dtype == RINGRUN_FLOAT32 && (op == RINGRUN_SUM || op == RINGRUN_AVERAGE))) continue;
-#endif
-        cases.push_back({dtype, op, count, reference(n, count, dtype, op)});
-      }
-  test::run_ranks_on(hosts, [&](int rank, Communicator& comm) {
-    if (expected_transport) CHECK(std::string(comm.transport_name()) == expected_transport);
-    for (std::size_t c = 0; c < cases.size(); ++c) {
-      const Case& k = cases[c];
-      auto input = make_input(rank, k.count, k.dtype, k.op);
-      const std::size_t bytes = k.count * core::dtype_size(k.dtype);
-      const bool in_place = c % 2 == 0;
-      std::vector<char> output(bytes + 1, '\x5a');
-      if (in_place) {
-        comm.allreduce(input.data(), input.data(), k.count, k.dtype, k.op);
-        output.assign(input.begin(), input.begin() + static_cast<long>(bytes));
-        output.push_back('\x5a');
-      } else {
-        comm.allreduce(input.data(), output.data(), k.count, k.dtype, k.op);
-      }
-      INFO("rank ", rank, " of ", n, ", ", core::dtype_name(k.dtype), " ", core::op_name(k.op), ", count ", k.count,
-           in_place ? ", in place" : "");
-      bool equal = std::memcmp(output.data(), k.expected.data(), bytes) == 0;
-      if (!equal) {
-        static std::mutex m;
-        std::lock_guard lock(m);
-        FAIL_CHECK("allreduce result differs from the serial reference");
-      }
-      if (!in_place) CHECK(output[bytes] == '\x5a');  // nothing written past the end
-    }
-    // A rank that returns first must not reset connections its peers still read the last ring
-    // steps from (the destructor's close is abortive, like a crash).
-    comm.finalize();
-  }, options);
-}
 
 void check_allreduce_everything(int n, Placement placement, const std::vector<std::size_t>& sizes) {
   check_allreduce_on(test::hosts_for(n, placement), sizes);
@@ -406,136 +352,6 @@ TEST_CASE("recursive doubling: a rank that drops out is seen by every rank, not 
     INFO("rank ", r, ": ", messages[static_cast<std::size_t>(r)]);
     CHECK(messages[static_cast<std::size_t>(r)].find("rank 5 (host node") != std::string::npos);
     CHECK(seconds[static_cast<std::size_t>(r)] < 2.0);
-  }
-}
-
-// Several hosts with several ranks each: shared memory within a host, TCP between hosts.
-TEST_CASE("hierarchical allreduce: 2x2, 2x3 and 3x2 hosts x ranks, every dtype and op against the reference") {
-  // Up to 16 KiB the flat direct exchange; 4097 float32 (16388 bytes) is the smallest hierarchical
-  // case for 4-byte types, and 4097 and 16411 are not divisible by 2 or 3 ranks per host.
-  const std::vector<std::size_t> sizes = {0, 1, 2, 7, 1000, 4097, 16411, (1u << 20) + 3};
-  for (auto layout : {std::vector<int>{2, 2}, std::vector<int>{3, 3}, std::vector<int>{2, 2, 2}}) {
-    INFO(layout.size(), " hosts x ", layout[0], " ranks");
-    check_allreduce_on(test::hosts_of_blocks(layout), sizes, "shm+tcp");
-  }
-}
-
-TEST_CASE("hierarchical allreduce: a tiny shared-memory ring, many reduce-scatter chunks per call") {
-  // 4 KiB ring chunks: the first phase takes dozens of chunks whose pieces of the last (larger)
-  // block run past the others' blocks; 2 and 3 ranks per host.
-  for (auto layout : {std::vector<int>{2, 2}, std::vector<int>{3, 3}}) {
-    INFO(layout.size(), " hosts x ", layout[0], " ranks");
-    check_allreduce_on(test::hosts_of_blocks(layout), {4097, 16411, 100003}, "shm+tcp", {.shm_slot_bytes = 4096});
-  }
-}
-
-TEST_CASE("hierarchical: ranks of a host need not be consecutive") {
-  // Round-robin placement: hosts a b a b a b.
-  check_allreduce_on({"nodeA", "nodeB", "nodeA", "nodeB", "nodeA", "nodeB"}, {7, 16411, 300007}, "shm+tcp");
-}
-
-TEST_CASE("hierarchical broadcast, allgather and barrier: 2x2 and 3x2 hosts x ranks") {
-  for (auto layout : {std::vector<int>{2, 2}, std::vector<int>{3, 3, 3}, std::vector<int>{2, 2, 2}}) {
-    const auto hosts = test::hosts_of_blocks(layout);
-    const int n = static_cast<int>(hosts.size());
-    INFO(layout.size(), " hosts x ", layout[0], " ranks");
-    test::run_ranks_on(hosts, [&](int rank, Communicator& comm) {
-      CHECK(std::string(comm.transport_name()) == "shm+tcp");
-      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
-                                std::size_t{300001}}) {
-        for (int root = 0; root < n; ++root) {
-          std::vector<std::int32_t> buf(count);
-          for (std::size_t i = 0; i < count; ++i) buf[i] = rank == root ? static_cast<std::int32_t>(i * 3 + root) : -1;
-          comm.broadcast(buf.data(), count, RINGRUN_INT32, root);
-          for (std::size_t i = 0; i < count; ++i)
-            if (buf[i] != static_cast<std::int32_t>(i * 3 + root)) {
-              FAIL_CHECK("broadcast of ", count, " from root ", root, " wrong at ", i, " on rank ", rank);
-              break;
-            }
-        }
-        std::vector<std::int64_t> mine(count), all(count * n, -1);
-        for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 1000003 + static_cast<std::int64_t>(i);
-        comm.allgather(mine.data(), count, RINGRUN_INT64, all.data());
-        for (int r = 0; r < n; ++r)
-          for (std::size_t i = 0; i < count; ++i)
-            if (all[r * count + i] != r * 1000003 + static_cast<std::int64_t>(i)) {
-              FAIL_CHECK("allgather block ", r, " wrong at ", i, " on rank ", rank);
-              r = n;
-              break;
-            }
-        comm.barrier();
-      }
-      comm.finalize();
-    });
-  }
-}
-
-TEST_CASE("uneven hosts (3 ranks + 1) fall back to flat TCP and stay correct") {
-  check_allreduce_on(test::hosts_of_blocks({3, 1}), {0, 1, 7, 1000, 16411, (1u << 20) + 3}, "tcp");
-}
-
-TEST_CASE("hierarchical: mismatches are reported on every rank, whichever host disagrees") {
-  // A different count on one rank, a different op on one rank (the phases combine with SUM either
-  // way, so only the header exchange can see it), and a different kind of collective; all large
-  // enough for the hierarchical path.
-  for (int variant = 0; variant < 3; ++variant) {
-    CAPTURE(variant);
-    std::vector<std::string> messages(4);
-    test::run_ranks_on(test::hosts_of_blocks({2, 2}), [&](int rank, Communicator& comm) {
-      std::vector<float> data(100000, 1.0f);
-      comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM);
-      try {
-        if (variant == 0) {
-          comm.allreduce(data.data(), data.data(), rank == 2 ? 99999 : 100000, RINGRUN_FLOAT32, RINGRUN_SUM);
-        } else if (variant == 1) {
-          comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32,
-                         rank == 3 ? RINGRUN_AVERAGE : RINGRUN_SUM);
-        } else if (rank == 1) {
-          comm.broadcast(data.data(), data.size(), RINGRUN_FLOAT32, 0);
-        } else {
-          comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_SUM);
-        }
-        messages[rank] = "no error";
-      } catch (const RuntimeError& e) {
-        CHECK(e.code() == RINGRUN_ERR_MISMATCH);
-        messages[rank] = e.what();
-      }
-    });
-    const char* expected[] = {"99999", "average", "broadcast"};
-    for (int r = 0; r < 4; ++r) {
-      INFO("rank ", r, ": ", messages[r]);
-      CHECK(messages[r].find("disagree") != std::string::npos);
-      CHECK(messages[r].find(expected[variant]) != std::string::npos);
-    }
-  }
-}
-
-TEST_CASE("hierarchical: a rank that drops out on another host makes every rank fail within 5 s, naming it") {
-  std::vector<std::string> messages(4);
-  std::vector<double> seconds(4);
-  test::run_ranks_on(test::hosts_of_blocks({2, 2}), [&](int rank, Communicator& comm) {
-    std::vector<float> data((1 << 20) + 3, 1.0f);
-    for (int i = 0;; ++i) {
-      if (rank == 2 && i == 3) {
-        comm.abort();
-        return;
-      }
-      auto start = std::chrono::steady_clock::now();
-      try {
-        comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX);
-        comm.broadcast(data.data(), 1000, RINGRUN_FLOAT32, i % 4);
-      } catch (const RuntimeError& e) {
-        seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        messages[rank] = e.what();
-        CHECK(e.code() == RINGRUN_ERR_PEER);
-        return;
-      }
-    }
-  });
-  for (int r : {0, 1, 3}) {
-    INFO("rank ", r, ": ", messages[r]);
-    CHECK(messages[r].find("rank 2 (host node1)") != std::string::npos);
-    CHECK(seconds[r] < 5.0);
   }
 }
 

@@ -190,6 +190,7 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   if (config.enable_shm && !world.all_on_one_host()) {
     comm->shm_ = create_hierarchical(comm->world_, *comm->mesh_, static_cast<TcpTransport&>(*comm->tcp_), slot);
     if (comm->shm_) comm->transport_ = comm->shm_.get();
+    comm->hierarchical_ = comm->shm_ != nullptr;
   } else if (config.enable_shm) {
     std::string why_not;
     comm->shm_ = ShmTransport::create(*comm->mesh_, slot, &why_not);
@@ -363,12 +364,15 @@ void Communicator::finalize() {
     return;
   }
   if (tcp_) {
-    // Over TCP, not shared memory: a rank that returns from this barrier may close its sockets. Every
-    // peer has by then sent all it sends to this rank for the barrier, and the steps still running
-    // elsewhere do not watch the peers they do not involve (TcpMesh::run_pairwise), so no peer
-    // mistakes the close for a death.
+    // Ends over TCP: a rank that returns from this barrier may close its sockets. Every peer has by
+    // then sent all it sends to this rank for the barrier, and the steps still running elsewhere
+    // do not watch the peers they do not involve (TcpMesh::run_pairwise), so no peer mistakes the
+    // close for a death. On several hosts the hierarchical barrier: its first step is on shared
+    // memory, as every other call's (a rank must not start the cross-host step of a call while its
+    // host's ranks are in the shared-memory step of another); a host peer that has not yet seen
+    // this rank's post when it closes finds it there (ShmTransport::wait reads it again).
     OpHeader header{.seq = ++seq_, .kind = Collective::barrier};
-    tcp_->barrier(header);
+    (hierarchical_ ? shm_ : tcp_)->barrier(header);
   }
   closer.orderly = true;
 #ifdef RINGRUN_HAVE_NCCL

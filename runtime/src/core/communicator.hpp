@@ -89,6 +89,7 @@ class Communicator {
   std::unique_ptr<Transport> tcp_;
   std::unique_ptr<Transport> shm_;   // ShmTransport (one host) or HierTransport (several hosts)
   Transport* transport_ = nullptr;  // shm_ when there, else tcp_; null for one rank
+  bool hierarchical_ = false;       // shm_ is the HierTransport
   std::unique_ptr<Transport> nccl_;  // NcclTransport, for device buffers
   std::uint64_t seq_ = 0;
   int broken_code_ = 0;

@@ -28,6 +28,15 @@ struct BufferSpan {
   std::size_t bytes = 0;
 };
 
+// The first disagreement among the headers of one call that a rank knows of, directly or through
+// its peers: rank_a called a, rank_b called b (global ranks). Carried by the TCP transport's
+// recursive doubling, and from a host's shared-memory round into it (hier/).
+struct HeaderVerdict {
+  bool disagree = false;
+  int rank_a = -1, rank_b = -1;
+  OpHeader a, b;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;

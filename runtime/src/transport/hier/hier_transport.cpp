@@ -15,9 +15,16 @@ HierTransport::HierTransport(const World& world, std::unique_ptr<ShmTransport> l
       local_index_of_(std::move(local_index_of)),
       local_size_(world.local_size) {}
 
+void HierTransport::check(const OpHeader& header) {
+  cross_->doubling(header, nullptr, nullptr, 0, local_->host_round(header));
+}
+
 void HierTransport::allreduce(const OpHeader& header, const void* send, void* recv_ptr) {
-  if (header.bytes() <= TcpTransport::kDirectMaxBytes) return world_tcp_.allreduce(header, send, recv_ptr);
-  world_tcp_.check_headers(header);
+  if (const std::size_t bytes = header.bytes(); bytes <= TcpTransport::kDirectMaxBytes && bytes <= local_->slot_bytes()) {
+    const HeaderVerdict host = local_->host_allreduce(header, send, recv_ptr);
+    return cross_->doubling(header, recv_ptr, recv_ptr, bytes, host, world_.size);
+  }
+  check(header);
   auto* recv = static_cast<char*>(recv_ptr);
   // The phases combine partial results: AVERAGE sums and divides once at the end.
   OpHeader phase = header;
@@ -48,7 +55,7 @@ void HierTransport::allreduce(const OpHeader& header, const void* send, void* re
 }
 
 void HierTransport::broadcast(const OpHeader& header, void* buf) {
-  world_tcp_.check_headers(header);
+  check(header);
   const auto root = static_cast<std::size_t>(header.root);
   const int root_local = local_index_of_[root];
   if (local_index_of_[static_cast<std::size_t>(world_.rank)] == root_local) {
@@ -62,9 +69,10 @@ void HierTransport::broadcast(const OpHeader& header, void* buf) {
 }
 
 void HierTransport::allgather(const OpHeader& header, const void* send, void* recv) {
-  world_tcp_.allgather(header, send, recv);
+  check(header);
+  world_tcp_.allgather_ring(header, send, recv);
 }
 
-void HierTransport::barrier(const OpHeader& header) { world_tcp_.barrier(header); }
+void HierTransport::barrier(const OpHeader& header) { check(header); }
 
 }  // namespace ringrun::core

@@ -10,6 +10,39 @@
 
 namespace ringrun::core {
 
+OpHeader ShmTransport::posted_header(int p) const {
+  const shm::SharedHeader& h = control(p).inbox[round_ & 1].post.header;
+  return {.seq = h.seq, .count = h.count, .kind = static_cast<Collective>(h.kind),
+          .dtype = static_cast<ringrun_dtype>(h.dtype), .op = static_cast<ringrun_op>(h.op), .root = h.root};
+}
+
+void ShmTransport::check_headers(const OpHeader& header) {
+  for (int p = 0; p < group_.size(); ++p) {
+    if (p == group_.index) continue;
+    const OpHeader theirs = posted_header(p);
+    if (!header.matches(theirs)) throw_mismatch(world_, header, group_.ranks[p], theirs);
+  }
+}
+
+// Every header against the first rank's: every rank of the group reads the same posts, so every
+// one of them comes to the same verdict.
+HeaderVerdict ShmTransport::host_verdict() const {
+  const OpHeader first = posted_header(0);
+  for (int p = 1; p < group_.size(); ++p)
+    if (const OpHeader theirs = posted_header(p); !first.matches(theirs))
+      return {.disagree = true, .rank_a = group_.ranks[0], .rank_b = group_.ranks[p], .a = first, .b = theirs};
+  return {};
+}
+
+HeaderVerdict ShmTransport::host_round(const OpHeader& header) {
+  begin_round(header, true);
+  publish(arrived(group_.index));
+  wait_arrived(collective_name(header.kind));
+  HeaderVerdict verdict = host_verdict();
+  publish(control(group_.index).consumed);
+  return verdict;
+}
+
 void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   auto* buf = static_cast<char*>(buf_ptr);
   const std::size_t bytes = header.bytes();

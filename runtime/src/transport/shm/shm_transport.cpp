@@ -309,21 +309,6 @@ void ShmTransport::reserve_ring(std::uint32_t chunk, const char* what) {
   wait_all(&Control::chunk_consumed, chunk - kRingDepth, what);
 }
 
-void ShmTransport::check_headers(const OpHeader& header) {
-  for (int p = 0; p < group_.size(); ++p) {
-    if (p == group_.index) continue;
-    const SharedHeader& h = control(p).inbox[round_ & 1].post.header;
-    OpHeader theirs;
-    theirs.seq = h.seq;
-    theirs.count = h.count;
-    theirs.kind = static_cast<Collective>(h.kind);
-    theirs.dtype = static_cast<ringrun_dtype>(h.dtype);
-    theirs.op = static_cast<ringrun_op>(h.op);
-    theirs.root = h.root;
-    if (!header.matches(theirs)) throw_mismatch(world_, header, group_.ranks[p], theirs);
-  }
-}
-
 void ShmTransport::barrier(const OpHeader& header) {
   Control& me = control(group_.index);
   begin_round(header, true);
@@ -376,7 +361,7 @@ class ShmTransport::Pieces {
   std::size_t total_ = 0;
 };
 
-void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces) {
+void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces, HeaderVerdict* verdict) {
   const int n = group_.size();
   Control& me = control(group_.index);
   const std::size_t bytes = header.bytes();
@@ -394,16 +379,29 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces
     publish(arrived(group_.index));
     wait_arrived("allreduce");
   }
-  check_headers(header);
+  if (!verdict) {
+    check_headers(header);
+  } else if ((*verdict = host_verdict()).disagree) {
+    publish(me.consumed);
+    own_next_post();
+    return;
+  }
   // Every rank reduces everything in rank order: identical results everywhere, one sync.
   pieces.each(0, bytes, [&](const char*, char* out, std::size_t len, std::size_t done) {
     const std::size_t m = len / esize;
     reduce(out, input(0) + done, input(1) + done, m, header.dtype, header.op);
     for (int p = 2; p < n; ++p) reduce(out, out, input(p) + done, m, header.dtype, header.op);
-    if (header.op == RINGRUN_AVERAGE) finish_average(out, m, header.dtype, n);
+    if (header.op == RINGRUN_AVERAGE && !verdict) finish_average(out, m, header.dtype, n);
   });
   publish(me.consumed);
   own_next_post();
+}
+
+HeaderVerdict ShmTransport::host_allreduce(const OpHeader& header, const void* send, void* recv) {
+  HeaderVerdict verdict;
+  const BufferSpan span{send, recv, header.bytes()};
+  allreduce_direct(header, Pieces(std::span(&span, 1)), &verdict);
+  return verdict;
 }
 
 // Every peer has arrived at this round, so none still reads my post of the other parity (last

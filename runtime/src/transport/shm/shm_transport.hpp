@@ -76,6 +76,14 @@ class ShmTransport final : public Transport {
   // to count; the rest of recv is not written. recv may be send. One pass over the input: the
   // hierarchical allreduce's first phase.
   void reduce_scatter(const OpHeader& header, const void* send, void* recv);
+  // The hierarchical transport's first step of every call: one round in which every rank of the
+  // host posts its header, returning the host's verdict on them instead of throwing (the same on
+  // every rank of the host), for the step across hosts to carry to every rank.
+  HeaderVerdict host_round(const OpHeader& header);
+  // The same round carrying an allreduce of at most slot_bytes(): with no disagreement recv holds
+  // the host's reduction in rank order (AVERAGE: the sum, for the caller to divide).
+  HeaderVerdict host_allreduce(const OpHeader& header, const void* send, void* recv);
+  std::size_t slot_bytes() const { return slot_bytes_; }
 
   struct Control;
 
@@ -98,9 +106,12 @@ class ShmTransport final : public Transport {
   void wait_arrived(const char* what);  // until every peer arrived at this round
   void wait_all(std::atomic<std::uint32_t> Control::*counter, std::uint32_t target, const char* what);
   void wait(int peer, std::atomic<std::uint32_t>& counter, std::uint32_t target, const char* what);
+  OpHeader posted_header(int rank) const;  // the header rank posted for this round
   void check_headers(const OpHeader& header);
+  HeaderVerdict host_verdict() const;
   class Pieces;
-  void allreduce_direct(const OpHeader& header, const Pieces& pieces);
+  // verdict: the host round's (host_allreduce): returned instead of thrown, the sum not divided.
+  void allreduce_direct(const OpHeader& header, const Pieces& pieces, HeaderVerdict* verdict = nullptr);
   struct Streamed;  // one streamed allreduce (shm_transport.cpp); its three steps per chunk:
   void export_chunk(const Streamed& call, std::size_t k);
   void reduce_chunk(const Streamed& call, std::size_t k);

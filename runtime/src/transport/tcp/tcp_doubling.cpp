@@ -20,7 +20,7 @@ constexpr std::size_t kPreambleBytes = 3 * kOpHeaderBytes + 4 * 4 + 8;
 
 struct Preamble {
   OpHeader header;
-  DoublingVerdict verdict;
+  HeaderVerdict verdict;
   std::uint64_t data_bytes = 0;
 };
 
@@ -59,7 +59,7 @@ bool decode_preamble(const unsigned char* in, int ranks, Preamble* p) {
 // no disagreement is known, `bytes` of `data`; receives (if receive) the same from it, merges its
 // verdict and returns its data (null when it sent none).
 const char* TcpTransport::doubling_step(const OpHeader& header, int index, bool send, bool receive, const char* data,
-                                        std::size_t bytes, DoublingVerdict& verdict) {
+                                        std::size_t bytes, HeaderVerdict& verdict) {
   const World& world = mesh_.world();
   const char* what = collective_name(header.kind);
   const int partner = peer(index);
@@ -118,13 +118,14 @@ const char* TcpTransport::doubling_step(const OpHeader& header, int index, bool 
 // throw the mismatch, or none does. Each merge reduces the lower member's part first, so every
 // rank combines the same operands in the same order (bit-identical results, even for MIN of +0 and
 // -0). bytes 0: headers only (a barrier, or the check before a ring or a broadcast).
-void TcpTransport::doubling(const OpHeader& header, const void* send, void* recv, std::size_t bytes) {
+void TcpTransport::doubling(const OpHeader& header, const void* send, void* recv, std::size_t bytes,
+                            const HeaderVerdict& seed, int divisor) {
   const int n = group_.size(), i = group_.index;
   int p = 1;
   while (p * 2 <= n) p *= 2;
   auto* acc = static_cast<char*>(recv);
   if (bytes && acc != send) std::memcpy(acc, send, bytes);
-  DoublingVerdict verdict;
+  HeaderVerdict verdict = seed;
   auto combine = [&](const char* theirs, bool mine_first) {
     if (!theirs) return;
     if (mine_first) reduce(acc, acc, theirs, header.count, header.dtype, header.op);
@@ -140,7 +141,7 @@ void TcpTransport::doubling(const OpHeader& header, const void* send, void* recv
       const int partner = i ^ mask;
       combine(doubling_step(header, partner, true, true, acc, bytes, verdict), i < partner);
     }
-    if (bytes && !verdict.disagree && header.op == RINGRUN_AVERAGE) finish_average(acc, header.count, header.dtype, n);
+    if (bytes && !verdict.disagree && header.op == RINGRUN_AVERAGE) finish_average(acc, header.count, header.dtype, divisor ? divisor : n);
     if (i + p < n) doubling_step(header, i + p, true, false, acc, bytes, verdict);
   }
   if (!verdict.disagree) return;

@@ -265,8 +265,12 @@ void TcpTransport::broadcast(const OpHeader& header, void* buf_ptr) {
   mesh_.run(std::span(t).subspan(receives ? 0 : streams, (receives && sends) ? 2 * streams : streams), "broadcast");
 }
 
-void TcpTransport::allgather(const OpHeader& header, const void* send, void* recv_ptr) {
+void TcpTransport::allgather(const OpHeader& header, const void* send, void* recv) {
   exchange_headers(header, nullptr, 0, nullptr);
+  allgather_ring(header, send, recv);
+}
+
+void TcpTransport::allgather_ring(const OpHeader& header, const void* send, void* recv_ptr) {
   const int n = group_.size(), r = group_.index;
   const std::size_t block = header.bytes();
   auto* recv = static_cast<char*>(recv_ptr);

@@ -13,14 +13,6 @@
 
 namespace ringrun::core {
 
-// The first disagreement a rank has seen, directly or through a peer, in recursive doubling: rank_a
-// called a, rank_b called b (global ranks).
-struct DoublingVerdict {
-  bool disagree = false;
-  int rank_a = -1, rank_b = -1;
-  OpHeader a, b;
-};
-
 class TcpTransport final : public Transport {
  public:
   // Collectives among every rank of the mesh, or among the ranks of group only (over the mesh's
@@ -39,6 +31,15 @@ class TcpTransport final : public Transport {
   void broadcast(const OpHeader& header, void* buf) override;
   void allgather(const OpHeader& header, const void* send, void* recv) override;
   void barrier(const OpHeader& header) override;
+  // Recursive doubling among the group, whatever its size (tcp_doubling.cpp): a header check that
+  // reports a mismatch on every rank, carrying an allreduce of `bytes` (0: headers only) from send
+  // to recv. seed: a disagreement this rank knows of already (the hierarchical transport's host
+  // round: its ranks' verdict on their own headers); AVERAGE divides by divisor (0: the group's
+  // size), so a group that reduces partial sums can divide by the world's size.
+  void doubling(const OpHeader& header, const void* send, void* recv, std::size_t bytes,
+                const HeaderVerdict& seed = {}, int divisor = 0);
+  // The allgather without its header check, for a caller that has made it (the hierarchical one).
+  void allgather_ring(const OpHeader& header, const void* send, void* recv);
 
   // Allreduces of at most this many bytes use the direct exchange.
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
@@ -59,11 +60,8 @@ class TcpTransport final : public Transport {
   // headers_checked_elsewhere_, only extra travels.
   void exchange_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
   void send_and_check_headers(const OpHeader& header, const void* extra, std::size_t extra_bytes, char* extra_in);
-  // Recursive doubling (tcp_doubling.cpp): a header check that reports a mismatch on every rank,
-  // carrying an allreduce of `bytes` (0: headers only) from send to recv.
-  void doubling(const OpHeader& header, const void* send, void* recv, std::size_t bytes);
   const char* doubling_step(const OpHeader& header, int index, bool send, bool receive, const char* data,
-                            std::size_t bytes, DoublingVerdict& verdict);
+                            std::size_t bytes, HeaderVerdict& verdict);
   bool doubles() const { return group_.size() >= kDoublingMinRanks; }
   void ring_allreduce(const OpHeader& header, const char* send, char* recv, std::size_t count);
   // Pieces a transfer of `bytes` is striped into: 1 .. mesh_.streams().
