@@ -9,7 +9,7 @@
 #include <thread>
 #include <tuple>
 
-#include "allreduce_check.hpp"
+#include "collective_checks.hpp"
 #include "core/dtype.hpp"
 #include "rank_threads.hpp"
 #include "reference.hpp"
@@ -185,29 +185,7 @@ TEST_CASE("broadcast, allgather and barrier") {
     for (int n : {1, 2, 3, 5, 8}) {
       INFO(test::placement_name(placement), ", ", n, " ranks");
       test::run_ranks(n, placement, [&](int rank, Communicator& comm) {
-        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{300001}}) {
-          for (int root = 0; root < n; root += (n > 3 ? 3 : 1)) {
-            std::vector<std::int32_t> buf(count);
-            for (std::size_t i = 0; i < count; ++i) buf[i] = rank == root ? static_cast<std::int32_t>(i * 3 + root) : -1;
-            comm.broadcast(buf.data(), count, RINGRUN_INT32, root);
-            for (std::size_t i = 0; i < count; ++i)
-              if (buf[i] != static_cast<std::int32_t>(i * 3 + root)) {
-                FAIL_CHECK("broadcast from root ", root, " wrong at ", i, " on rank ", rank);
-                break;
-              }
-          }
-          std::vector<std::int64_t> mine(count), all(count * n, -1);
-          for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 1000003 + static_cast<std::int64_t>(i);
-          comm.allgather(mine.data(), count, RINGRUN_INT64, all.data());
-          for (int r = 0; r < n; ++r)
-            for (std::size_t i = 0; i < count; ++i)
-              if (all[r * count + i] != r * 1000003 + static_cast<std::int64_t>(i)) {
-                FAIL_CHECK("allgather block ", r, " wrong at ", i, " on rank ", rank);
-                r = n;
-                break;
-              }
-          comm.barrier();
-        }
+        test::check_broadcast_allgather_barrier(comm, rank, n, {0, 1, 7, 1000, 300001}, n > 3 ? 3 : 1);
         comm.finalize();
       });
     }
@@ -293,30 +271,15 @@ TEST_CASE("invalid arguments fail on the calling rank only and leave the communi
 TEST_CASE("a rank that drops out mid-job makes every other rank fail within 5 s, naming it") {
   for (auto placement : {Placement::separate_hosts, Placement::one_host}) {
     INFO(test::placement_name(placement));
-    std::vector<std::string> messages(4);
-    std::vector<double> seconds(4);
-    test::run_ranks(4, placement, [&](int rank, Communicator& comm) {
+    const auto outcome = test::run_until_one_drops(test::hosts_for(4, placement), 2, [](Communicator& comm, int) {
       std::vector<float> data((1 << 20) + 3, 1.0f);
-      for (int i = 0;; ++i) {
-        if (rank == 2 && i == 3) {
-          comm.abort();  // what a crash looks like to the others: every connection closes
-          return;
-        }
-        auto start = std::chrono::steady_clock::now();
-        try {
-          comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX);
-        } catch (const RuntimeError& e) {
-          seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          messages[rank] = e.what();
-          CHECK(e.code() == RINGRUN_ERR_PEER);
-          return;
-        }
-      }
+      comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX);
     });
+    const auto& messages = outcome.messages;
     for (int r : {0, 1, 3}) {
       INFO("rank ", r, ": ", messages[r], " | all: ", messages[0], " | ", messages[1], " | ", messages[3]);
       CHECK(messages[r].find("rank 2 (host node") != std::string::npos);
-      CHECK(seconds[r] < 5.0);
+      CHECK(outcome.seconds[static_cast<std::size_t>(r)] < 5.0);
     }
   }
 }

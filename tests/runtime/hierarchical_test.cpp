@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "allreduce_check.hpp"
+#include "collective_checks.hpp"
 #include "rank_threads.hpp"
 #include "ringrun/runtime.hpp"
 
@@ -44,37 +44,15 @@ TEST_CASE("hierarchical: ranks of a host need not be consecutive") {
   check_allreduce_on({"nodeA", "nodeB", "nodeA", "nodeB", "nodeA", "nodeB"}, {7, 16411, 300007}, "shm+tcp");
 }
 
-TEST_CASE("hierarchical broadcast, allgather and barrier: 2x2 and 3x2 hosts x ranks") {
-  for (auto layout : {std::vector<int>{2, 2}, std::vector<int>{3, 3, 3}, std::vector<int>{2, 2, 2}}) {
+TEST_CASE("hierarchical broadcast, allgather and barrier: 2x2, 3x3, 3x2 and 4x2 hosts x ranks") {
+  for (auto layout : {std::vector<int>{2, 2}, std::vector<int>{3, 3, 3}, std::vector<int>{2, 2, 2},
+                      std::vector<int>{2, 2, 2, 2}}) {
     const auto hosts = test::hosts_of_blocks(layout);
     const int n = static_cast<int>(hosts.size());
     INFO(layout.size(), " hosts x ", layout[0], " ranks");
     test::run_ranks_on(hosts, [&](int rank, Communicator& comm) {
       CHECK(std::string(comm.transport_name()) == "shm+tcp");
-      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
-                                std::size_t{300001}}) {
-        for (int root = 0; root < n; ++root) {
-          std::vector<std::int32_t> buf(count);
-          for (std::size_t i = 0; i < count; ++i) buf[i] = rank == root ? static_cast<std::int32_t>(i * 3 + root) : -1;
-          comm.broadcast(buf.data(), count, RINGRUN_INT32, root);
-          for (std::size_t i = 0; i < count; ++i)
-            if (buf[i] != static_cast<std::int32_t>(i * 3 + root)) {
-              FAIL_CHECK("broadcast of ", count, " from root ", root, " wrong at ", i, " on rank ", rank);
-              break;
-            }
-        }
-        std::vector<std::int64_t> mine(count), all(count * n, -1);
-        for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 1000003 + static_cast<std::int64_t>(i);
-        comm.allgather(mine.data(), count, RINGRUN_INT64, all.data());
-        for (int r = 0; r < n; ++r)
-          for (std::size_t i = 0; i < count; ++i)
-            if (all[r * count + i] != r * 1000003 + static_cast<std::int64_t>(i)) {
-              FAIL_CHECK("allgather block ", r, " wrong at ", i, " on rank ", rank);
-              r = n;
-              break;
-            }
-        comm.barrier();
-      }
+      test::check_broadcast_allgather_barrier(comm, rank, n, {0, 1, 7, 4097, 300001});
       comm.finalize();
     });
   }
@@ -170,32 +148,16 @@ TEST_CASE("hierarchical: mismatches on the small path reach every rank, within a
 }
 
 TEST_CASE("hierarchical: a rank that drops out on another host makes every rank fail within 5 s, naming it") {
-  std::vector<std::string> messages(4);
-  std::vector<double> seconds(4);
-  test::run_ranks_on(test::hosts_of_blocks({2, 2}), [&](int rank, Communicator& comm) {
+  const auto outcome = test::run_until_one_drops(test::hosts_of_blocks({2, 2}), 2, [](Communicator& comm, int i) {
     std::vector<float> data((1 << 20) + 3, 1.0f);
-    for (int i = 0;; ++i) {
-      if (rank == 2 && i == 3) {
-        comm.abort();
-        return;
-      }
-      auto start = std::chrono::steady_clock::now();
-      try {
-        comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX);
-        comm.broadcast(data.data(), 1000, RINGRUN_FLOAT32, i % 4);
-        comm.allreduce(data.data(), data.data(), 100, RINGRUN_FLOAT32, RINGRUN_MAX);
-        comm.barrier();
-      } catch (const RuntimeError& e) {
-        seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        messages[rank] = e.what();
-        CHECK(e.code() == RINGRUN_ERR_PEER);
-        return;
-      }
-    }
+    comm.allreduce(data.data(), data.data(), data.size(), RINGRUN_FLOAT32, RINGRUN_MAX);
+    comm.broadcast(data.data(), 1000, RINGRUN_FLOAT32, i % 4);
+    comm.allreduce(data.data(), data.data(), 100, RINGRUN_FLOAT32, RINGRUN_MAX);
+    comm.barrier();
   });
   for (int r : {0, 1, 3}) {
-    INFO("rank ", r, ": ", messages[r]);
-    CHECK(messages[r].find("rank 2 (host node1)") != std::string::npos);
-    CHECK(seconds[r] < 5.0);
+    INFO("rank ", r, ": ", outcome.messages[static_cast<std::size_t>(r)]);
+    CHECK(outcome.messages[static_cast<std::size_t>(r)].find("rank 2 (host node1)") != std::string::npos);
+    CHECK(outcome.seconds[static_cast<std::size_t>(r)] < 5.0);
   }
 }

@@ -1,9 +1,13 @@
-// The allreduce check the collectives tests share: every dtype x op at the given sizes against the
-// serial reference, with ranks as threads on the given hosts.
+// The checks the collectives tests share: an allreduce of every dtype x op at the given sizes
+// against the serial reference, with ranks as threads on the given hosts; broadcast, allgather and
+// barrier on one rank's communicator; a job that loses a rank.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -12,6 +16,7 @@
 #include "core/dtype.hpp"
 #include "rank_threads.hpp"
 #include "reference.hpp"
+#include "ringrun/runtime.hpp"
 #include "sanitizer_build.hpp"
 
 namespace ringrun::test {
@@ -71,6 +76,68 @@ inline void check_allreduce_on(const std::vector<std::string>& hosts, const std:
     // steps from (the destructor's close is abortive, like a crash).
     comm.finalize();
   }, options);
+}
+
+
+// On every rank of comm (n ranks), for each count: a broadcast from every root_step-th root, an
+// allgather and a barrier, each result checked.
+inline void check_broadcast_allgather_barrier(core::Communicator& comm, int rank, int n,
+                                              const std::vector<std::size_t>& counts, int root_step = 1) {
+  for (std::size_t count : counts) {
+    for (int root = 0; root < n; root += root_step) {
+      std::vector<std::int32_t> buf(count);
+      for (std::size_t i = 0; i < count; ++i) buf[i] = rank == root ? static_cast<std::int32_t>(i * 3 + root) : -1;
+      comm.broadcast(buf.data(), count, RINGRUN_INT32, root);
+      for (std::size_t i = 0; i < count; ++i)
+        if (buf[i] != static_cast<std::int32_t>(i * 3 + root)) {
+          FAIL_CHECK("broadcast of ", count, " from root ", root, " wrong at ", i, " on rank ", rank);
+          break;
+        }
+    }
+    std::vector<std::int64_t> mine(count), all(count * static_cast<std::size_t>(n), -1);
+    for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 1000003 + static_cast<std::int64_t>(i);
+    comm.allgather(mine.data(), count, RINGRUN_INT64, all.data());
+    for (int r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < count; ++i)
+        if (all[static_cast<std::size_t>(r) * count + i] != r * 1000003 + static_cast<std::int64_t>(i)) {
+          FAIL_CHECK("allgather block ", r, " of ", count, " wrong at ", i, " on rank ", rank);
+          r = n;
+          break;
+        }
+    comm.barrier();
+  }
+}
+
+// Ranks as threads on hosts run step(comm, i) for i = 0, 1, ... until it throws; rank `drops`
+// aborts before its step 3 instead (what a crash looks like to the others: every connection
+// closes). Returns each rank's error message and the seconds its failing step took; each error
+// must be RINGRUN_ERR_PEER.
+struct DropOutcome {
+  std::vector<std::string> messages;
+  std::vector<double> seconds;
+};
+inline DropOutcome run_until_one_drops(const std::vector<std::string>& hosts, int drops,
+                                       const std::function<void(core::Communicator&, int)>& step) {
+  DropOutcome out{std::vector<std::string>(hosts.size()), std::vector<double>(hosts.size())};
+  run_ranks_on(hosts, [&](int rank, core::Communicator& comm) {
+    const auto r = static_cast<std::size_t>(rank);
+    for (int i = 0;; ++i) {
+      if (rank == drops && i == 3) {
+        comm.abort();
+        return;
+      }
+      auto start = std::chrono::steady_clock::now();
+      try {
+        step(comm, i);
+      } catch (const RuntimeError& e) {
+        out.seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        out.messages[r] = e.what();
+        CHECK(e.code() == RINGRUN_ERR_PEER);
+        return;
+      }
+    }
+  });
+  return out;
 }
 
 }  // namespace ringrun::test
