@@ -7,8 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -24,7 +24,7 @@ namespace ringrun::test {
 // Every dtype x op at the given sizes, ranks on the given hosts; expected_transport: what the
 // communicators must report (null: anything).
 inline void check_allreduce_on(const std::vector<std::string>& hosts, const std::vector<std::size_t>& sizes,
-                        const char* expected_transport = nullptr, RankOptions options = {}) {
+                               const char* expected_transport = nullptr, RankOptions options = {}) {
   const int n = static_cast<int>(hosts.size());
   // References once per case, shared by all rank threads.
   struct Case {

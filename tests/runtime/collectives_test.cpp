@@ -302,7 +302,8 @@ TEST_CASE("recursive doubling: a rank that drops out is seen by every rank, not 
       try {
         comm.allreduce(&x, &x, 1, RINGRUN_FLOAT32, RINGRUN_MAX);
       } catch (const RuntimeError& e) {
-        seconds[static_cast<std::size_t>(rank)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const auto took = std::chrono::steady_clock::now() - start;
+        seconds[static_cast<std::size_t>(rank)] = std::chrono::duration<double>(took).count();
         messages[static_cast<std::size_t>(rank)] = e.what();
         CHECK(e.code() == RINGRUN_ERR_PEER);
         std::this_thread::sleep_for(std::chrono::seconds(3));

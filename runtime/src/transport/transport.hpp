@@ -37,6 +37,13 @@ struct HeaderVerdict {
   OpHeader a, b;
 };
 
+// Throws the mismatch a verdict records (disagree must be set), naming a rank whose call differs
+// from this rank's (one of the two does).
+[[noreturn]] inline void throw_mismatch(const World& world, const OpHeader& mine, const HeaderVerdict& verdict) {
+  if (!mine.matches(verdict.a)) throw_mismatch(world, mine, verdict.rank_a, verdict.a);
+  throw_mismatch(world, mine, verdict.rank_b, verdict.b);
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;

@@ -20,7 +20,8 @@ void HierTransport::check(const OpHeader& header) {
 }
 
 void HierTransport::allreduce(const OpHeader& header, const void* send, void* recv_ptr) {
-  if (const std::size_t bytes = header.bytes(); bytes <= TcpTransport::kDirectMaxBytes && bytes <= local_->slot_bytes()) {
+  const std::size_t bytes = header.bytes();
+  if (bytes <= TcpTransport::kDirectMaxBytes && bytes <= local_->slot_bytes()) {
     const HeaderVerdict host = local_->host_allreduce(header, send, recv_ptr);
     return cross_->doubling(header, recv_ptr, recv_ptr, bytes, host, world_.size);
   }

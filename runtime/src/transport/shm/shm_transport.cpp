@@ -206,7 +206,8 @@ ShmTransport::ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t b
                            std::size_t ring_bytes)
     : mesh_(mesh), world_(mesh.world()), group_(std::move(group)), base_(base), bytes_(bytes),
       slot_bytes_(slot_bytes), ring_bytes_(ring_bytes),
-      spin_for_(machine_oversubscribed(world_) ? std::chrono::microseconds(0) : kSpinFor), inputs_(kInlineStride * static_cast<std::size_t>(group_.size())),
+      spin_for_(machine_oversubscribed(world_) ? std::chrono::microseconds(0) : kSpinFor),
+      inputs_(kInlineStride * static_cast<std::size_t>(group_.size())),
       seen_(static_cast<std::size_t>(group_.size())) {}
 
 ShmTransport::~ShmTransport() { ::munmap(base_, bytes_); }
@@ -310,12 +311,7 @@ void ShmTransport::reserve_ring(std::uint32_t chunk, const char* what) {
 }
 
 void ShmTransport::barrier(const OpHeader& header) {
-  Control& me = control(group_.index);
-  begin_round(header, true);
-  publish(arrived(group_.index));
-  wait_arrived("barrier");
-  check_headers(header);
-  publish(me.consumed);
+  if (const HeaderVerdict verdict = host_round(header); verdict.disagree) throw_mismatch(world_, header, verdict);
 }
 
 // The spans of a call as one logical buffer: each(offset, length, f) calls

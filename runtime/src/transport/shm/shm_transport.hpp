@@ -76,9 +76,10 @@ class ShmTransport final : public Transport {
   // to count; the rest of recv is not written. recv may be send. One pass over the input: the
   // hierarchical allreduce's first phase.
   void reduce_scatter(const OpHeader& header, const void* send, void* recv);
-  // The hierarchical transport's first step of every call: one round in which every rank of the
-  // host posts its header, returning the host's verdict on them instead of throwing (the same on
-  // every rank of the host), for the step across hosts to carry to every rank.
+  // One round in which every rank of the group posts its header, returning the group's verdict on
+  // them instead of throwing (the same on every rank of the group): the barrier, and the
+  // hierarchical transport's first step of every call (the step across hosts carries the verdict
+  // to every rank).
   HeaderVerdict host_round(const OpHeader& header);
   // The same round carrying an allreduce of at most slot_bytes(): with no disagreement recv holds
   // the host's reduction in rank order (AVERAGE: the sum, for the caller to divide).

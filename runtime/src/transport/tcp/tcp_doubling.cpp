@@ -141,14 +141,11 @@ void TcpTransport::doubling(const OpHeader& header, const void* send, void* recv
       const int partner = i ^ mask;
       combine(doubling_step(header, partner, true, true, acc, bytes, verdict), i < partner);
     }
-    if (bytes && !verdict.disagree && header.op == RINGRUN_AVERAGE) finish_average(acc, header.count, header.dtype, divisor ? divisor : n);
+    if (bytes && !verdict.disagree && header.op == RINGRUN_AVERAGE)
+      finish_average(acc, header.count, header.dtype, divisor ? divisor : n);
     if (i + p < n) doubling_step(header, i + p, true, false, acc, bytes, verdict);
   }
-  if (!verdict.disagree) return;
-  // Name a rank whose call differs from this one's (one of the two does).
-  const World& world = mesh_.world();
-  if (!header.matches(verdict.a)) throw_mismatch(world, header, verdict.rank_a, verdict.a);
-  throw_mismatch(world, header, verdict.rank_b, verdict.b);
+  if (verdict.disagree) throw_mismatch(mesh_.world(), header, verdict);
 }
 
 }  // namespace ringrun::core
