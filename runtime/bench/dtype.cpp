@@ -16,7 +16,7 @@ struct DtypeEntry {
   std::string_view alias;  // nccl-tests' spelling
   std::size_t bytes;
 };
-constexpr std::array<DtypeEntry, 7> kDtypes{{
+constexpr std::array<DtypeEntry, 10> kDtypes{{
     {RINGRUN_FLOAT32, "float32", "float", 4},
     {RINGRUN_FLOAT64, "float64", "double", 8},
     {RINGRUN_FLOAT16, "float16", "half", 2},
@@ -24,6 +24,9 @@ constexpr std::array<DtypeEntry, 7> kDtypes{{
     {RINGRUN_INT32, "int32", "int", 4},
     {RINGRUN_INT64, "int64", "int64_t", 8},
     {RINGRUN_UINT8, "uint8", "uint8_t", 1},
+    {RINGRUN_INT8, "int8", "int8_t", 1},
+    {RINGRUN_INT16, "int16", "int16_t", 2},
+    {RINGRUN_BOOL, "bool", "bool", 1},
 }};
 
 struct OpEntry {
@@ -139,7 +142,8 @@ std::size_t dtype_bytes(ringrun_dtype dtype) {
 }
 
 bool dtype_is_integer(ringrun_dtype dtype) {
-  return dtype == RINGRUN_INT32 || dtype == RINGRUN_INT64 || dtype == RINGRUN_UINT8;
+  return dtype == RINGRUN_INT32 || dtype == RINGRUN_INT64 || dtype == RINGRUN_UINT8 || dtype == RINGRUN_INT8 ||
+         dtype == RINGRUN_INT16 || dtype == RINGRUN_BOOL;
 }
 
 void store_element(void *buffer, std::size_t index, ringrun_dtype dtype, double value) {
@@ -158,6 +162,9 @@ void store_element(void *buffer, std::size_t index, ringrun_dtype dtype, double 
     case RINGRUN_UINT8:
       store_as(buffer, index, static_cast<std::uint8_t>(static_cast<std::int64_t>(value)));
       break;
+    case RINGRUN_INT8: store_as(buffer, index, static_cast<std::int8_t>(static_cast<std::int64_t>(value))); break;
+    case RINGRUN_INT16: store_as(buffer, index, static_cast<std::int16_t>(static_cast<std::int64_t>(value))); break;
+    case RINGRUN_BOOL: store_as(buffer, index, static_cast<std::uint8_t>(value != 0.0)); break;
   }
 }
 
@@ -170,6 +177,9 @@ double load_element(const void *buffer, std::size_t index, ringrun_dtype dtype) 
     case RINGRUN_INT32: return load_as<std::int32_t>(buffer, index);
     case RINGRUN_INT64: return static_cast<double>(load_as<std::int64_t>(buffer, index));
     case RINGRUN_UINT8: return load_as<std::uint8_t>(buffer, index);
+    case RINGRUN_INT8: return load_as<std::int8_t>(buffer, index);
+    case RINGRUN_INT16: return load_as<std::int16_t>(buffer, index);
+    case RINGRUN_BOOL: return load_as<std::uint8_t>(buffer, index);
   }
   return std::numeric_limits<double>::quiet_NaN();
 }

@@ -68,9 +68,12 @@ std::function<void()> prepare_allreduce_for_dtype(const std::shared_ptr<gloo::Co
     case RINGRUN_INT32: return prepare_allreduce<std::int32_t>(context, call, why_not);
     case RINGRUN_INT64: return prepare_allreduce<std::int64_t>(context, call, why_not);
     case RINGRUN_UINT8: return prepare_allreduce<std::uint8_t>(context, call, why_not);
-    case RINGRUN_BFLOAT16: break;
+    case RINGRUN_INT8: return prepare_allreduce<std::int8_t>(context, call, why_not);
+    case RINGRUN_INT16: return prepare_allreduce<std::int16_t>(context, call, why_not);
+    case RINGRUN_BFLOAT16:
+    case RINGRUN_BOOL: break;
   }
-  why_not = "Gloo has no bfloat16 type";
+  why_not = "Gloo has no bfloat16 or bool type";
   return {};
 }
 

@@ -21,6 +21,9 @@ std::optional<MPI_Datatype> mpi_datatype(ringrun_dtype dtype) {
     case RINGRUN_INT32: return MPI_INT32_T;
     case RINGRUN_INT64: return MPI_INT64_T;
     case RINGRUN_UINT8: return MPI_UINT8_T;
+    case RINGRUN_INT8: return MPI_INT8_T;
+    case RINGRUN_INT16: return MPI_INT16_T;
+    case RINGRUN_BOOL: return std::nullopt;  // MPI's C_BOOL sums are not an or
     case RINGRUN_FLOAT16:
     case RINGRUN_BFLOAT16: return std::nullopt;  // no 16-bit float types in MPI 3.1
   }

@@ -119,3 +119,47 @@ TEST_CASE("fp16 and bf16 vector kernels: unaligned, in place, every length up to
 }
 
 }  // namespace ringrun
+
+namespace ringrun {
+
+TEST_CASE("int8, int16 and bool: every op, wrapping sums, average, the boolean or/and") {
+  const std::int8_t a8[] = {100, -100, 5, -7}, b8[] = {100, -100, -3, 2};
+  std::int8_t out8[4];
+  core::reduce(out8, a8, b8, 4, RINGRUN_INT8, RINGRUN_SUM);
+  CHECK(out8[0] == static_cast<std::int8_t>(-56));  // 200 wraps
+  CHECK(out8[1] == static_cast<std::int8_t>(56));
+  CHECK(out8[2] == 2);
+  core::reduce(out8, a8, b8, 4, RINGRUN_INT8, RINGRUN_MIN);
+  CHECK(out8[3] == -7);
+  core::reduce(out8, a8, b8, 4, RINGRUN_INT8, RINGRUN_PRODUCT);
+  CHECK(out8[3] == -14);
+  std::int8_t avg8[] = {-9, 9};
+  core::finish_average(avg8, 2, RINGRUN_INT8, 2);
+  CHECK(avg8[0] == -4);  // toward zero, as C++ integer division
+  CHECK(avg8[1] == 4);
+
+  const std::int16_t a16[] = {30000, -2, 7}, b16[] = {30000, 3, -9};
+  std::int16_t out16[3];
+  core::reduce(out16, a16, b16, 3, RINGRUN_INT16, RINGRUN_SUM);
+  CHECK(out16[0] == static_cast<std::int16_t>(-5536));
+  CHECK(out16[1] == 1);
+  core::reduce(out16, a16, b16, 3, RINGRUN_INT16, RINGRUN_MAX);
+  CHECK(out16[2] == 7);
+
+  const std::uint8_t ta[] = {0, 0, 1, 1}, tb[] = {0, 1, 0, 1};
+  std::uint8_t out[4];
+  for (auto op : {RINGRUN_SUM, RINGRUN_MAX, RINGRUN_AVERAGE}) {
+    core::reduce(out, ta, tb, 4, RINGRUN_BOOL, op);
+    CHECK(std::vector<int>(out, out + 4) == std::vector<int>{0, 1, 1, 1});
+  }
+  core::finish_average(out, 4, RINGRUN_BOOL, 3);
+  CHECK(std::vector<int>(out, out + 4) == std::vector<int>{0, 1, 1, 1});
+  for (auto op : {RINGRUN_MIN, RINGRUN_PRODUCT}) {
+    core::reduce(out, ta, tb, 4, RINGRUN_BOOL, op);
+    CHECK(std::vector<int>(out, out + 4) == std::vector<int>{0, 0, 0, 1});
+  }
+  CHECK(core::dtype_size(RINGRUN_INT16) == 2);
+  CHECK(std::string(core::dtype_name(RINGRUN_BOOL)) == "bool");
+}
+
+}  // namespace ringrun

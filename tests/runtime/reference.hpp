@@ -31,6 +31,9 @@ inline void store_value(void* buf, std::size_t i, ringrun_dtype dtype, double v)
     case RINGRUN_INT32: static_cast<std::int32_t*>(buf)[i] = static_cast<std::int32_t>(v); break;
     case RINGRUN_INT64: static_cast<std::int64_t*>(buf)[i] = static_cast<std::int64_t>(v); break;
     case RINGRUN_UINT8: static_cast<std::uint8_t*>(buf)[i] = static_cast<std::uint8_t>(static_cast<int>(v) & 0xff); break;
+    case RINGRUN_INT8: static_cast<std::int8_t*>(buf)[i] = static_cast<std::int8_t>(v); break;
+    case RINGRUN_INT16: static_cast<std::int16_t*>(buf)[i] = static_cast<std::int16_t>(v); break;
+    case RINGRUN_BOOL: static_cast<std::uint8_t*>(buf)[i] = static_cast<std::uint8_t>(v != 0); break;
   }
 }
 

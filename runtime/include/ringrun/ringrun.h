@@ -10,12 +10,15 @@
 extern "C" {
 #endif
 
+/* Element types. BOOL is one byte holding 0 or 1 (SUM and MAX reduce it as logical or, MIN and
+ * PRODUCT as logical and). Values are fixed: bindings pass them as integers. */
 typedef enum {
-  RINGRUN_FLOAT32, RINGRUN_FLOAT64, RINGRUN_FLOAT16, RINGRUN_BFLOAT16,
-  RINGRUN_INT32, RINGRUN_INT64, RINGRUN_UINT8
+  RINGRUN_FLOAT32 = 0, RINGRUN_FLOAT64 = 1, RINGRUN_FLOAT16 = 2, RINGRUN_BFLOAT16 = 3,
+  RINGRUN_INT32 = 4, RINGRUN_INT64 = 5, RINGRUN_UINT8 = 6, RINGRUN_INT8 = 7, RINGRUN_INT16 = 8,
+  RINGRUN_BOOL = 9
 } ringrun_dtype;
 
-typedef enum { RINGRUN_SUM, RINGRUN_AVERAGE, RINGRUN_MIN, RINGRUN_MAX, RINGRUN_PRODUCT } ringrun_op;
+typedef enum { RINGRUN_SUM = 0, RINGRUN_AVERAGE = 1, RINGRUN_MIN = 2, RINGRUN_MAX = 3, RINGRUN_PRODUCT = 4 } ringrun_op;
 
 /* Error codes (negative). */
 enum {
@@ -69,6 +72,45 @@ int ringrun_allgather_async(const char *name, const void *send, size_t count, ri
                             void *recv, ringrun_handle *out);
 int ringrun_wait(ringrun_handle handle); /* releases the handle; returns the op's status */
 int ringrun_test(ringrun_handle handle, int *done);
+/* Waits at most timeout_ms for the op: returns its status and releases the handle once it is done
+ * (*done = 1), or RINGRUN_OK with *done = 0 and the handle still valid when the time ran out.
+ * Bindings wait in slices so that a signal handler gets a turn (Ctrl-C on a rank stuck in a
+ * collective). */
+int ringrun_wait_for(ringrun_handle handle, int timeout_ms, int *done);
+
+/* The general submission: every collective the engine runs, with the options the functions
+ * above leave out. Fill a ringrun_request (ringrun_request_init gives the defaults), then
+ * ringrun_submit(). */
+typedef enum {
+  RINGRUN_COLLECTIVE_ALLREDUCE = 1,
+  RINGRUN_COLLECTIVE_BROADCAST = 2,
+  RINGRUN_COLLECTIVE_ALLGATHER = 3,
+  RINGRUN_COLLECTIVE_BARRIER = 4
+} ringrun_collective;
+
+/* Called exactly once when the op completes (status 0, or an error code and its message), on
+ * the thread that completed it: the engine's, or one waiting in ringrun_wait. It must not block
+ * or wait for another op; it may submit ops. */
+typedef void (*ringrun_done_fn)(void *arg, int status, const char *message);
+
+typedef struct ringrun_request {
+  ringrun_collective collective;
+  const char *name;      /* the same on every rank; unique among this rank's pending ops */
+  const void *send;      /* allreduce, allgather: this rank's input */
+  void *recv;            /* allreduce: count elements (== send: in place); broadcast: the buffer;
+                            allgather: size * count elements */
+  size_t count;          /* elements this rank passes */
+  ringrun_dtype dtype;
+  ringrun_op op;         /* allreduce */
+  int root;              /* broadcast */
+  /* With on_done set, ringrun_submit's out may be NULL: the op is not waited for, the callback
+   * reports it (and a handle, if asked for, must still be released by ringrun_wait). */
+  ringrun_done_fn on_done;
+  void *on_done_arg;
+} ringrun_request;
+
+void ringrun_request_init(ringrun_request *request); /* zeroes it: ALLREDUCE, SUM, FLOAT32 */
+int ringrun_submit(const ringrun_request *request, ringrun_handle *out);
 
 /* Elastic mode: a process that `ringrun --min-np/--max-np` started (RINGRUN_ELASTIC_ID,
  * RINGRUN_ELASTIC_EPOCH, RINGRUN_ELASTIC_TIMEOUT in its environment) takes its rank and size from

@@ -7,7 +7,7 @@
 
 namespace ringrun::core {
 
-bool valid_dtype(int dtype) { return dtype >= RINGRUN_FLOAT32 && dtype <= RINGRUN_UINT8; }
+bool valid_dtype(int dtype) { return dtype >= RINGRUN_FLOAT32 && dtype <= RINGRUN_BOOL; }
 bool valid_op(int op) { return op >= RINGRUN_SUM && op <= RINGRUN_PRODUCT; }
 
 const char* dtype_name(ringrun_dtype dtype) {
@@ -19,6 +19,9 @@ const char* dtype_name(ringrun_dtype dtype) {
     case RINGRUN_INT32: return "int32";
     case RINGRUN_INT64: return "int64";
     case RINGRUN_UINT8: return "uint8";
+    case RINGRUN_INT8: return "int8";
+    case RINGRUN_INT16: return "int16";
+    case RINGRUN_BOOL: return "bool";
   }
   return "unknown-dtype";
 }
@@ -116,6 +119,22 @@ template <> struct Wrapping<std::int64_t> {
 template <> struct Wrapping<std::uint8_t> {
   using type = std::uint32_t;
 };
+template <> struct Wrapping<std::int8_t> {
+  using type = std::uint32_t;
+};
+template <> struct Wrapping<std::int16_t> {
+  using type = std::uint32_t;
+};
+
+// bool (one byte, 0 or 1): SUM and MAX are a logical or, MIN and PRODUCT a logical and; AVERAGE
+// is the or too (the mean of truths is true where any is), as torch's and TensorFlow's casts read it.
+template <typename Op> void combine_bool(std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+  if constexpr (std::is_same_v<Op, Sum> || std::is_same_v<Op, Max>) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint8_t>((a[i] | b[i]) != 0);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<std::uint8_t>(a[i] != 0 && b[i] != 0);
+  }
+}
 
 template <typename T, typename Op>
 void combine(T* dst, const T* a, const T* b, std::size_t n) {
@@ -156,6 +175,15 @@ void dispatch(void* dst, const void* a, const void* b, std::size_t n, ringrun_dt
     case RINGRUN_UINT8:
       return combine<std::uint8_t, Op>(static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(a),
                                        static_cast<const std::uint8_t*>(b), n);
+    case RINGRUN_INT8:
+      return combine<std::int8_t, Op>(static_cast<std::int8_t*>(dst), static_cast<const std::int8_t*>(a),
+                                      static_cast<const std::int8_t*>(b), n);
+    case RINGRUN_INT16:
+      return combine<std::int16_t, Op>(static_cast<std::int16_t*>(dst), static_cast<const std::int16_t*>(a),
+                                       static_cast<const std::int16_t*>(b), n);
+    case RINGRUN_BOOL:
+      return combine_bool<Op>(static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(a),
+                              static_cast<const std::uint8_t*>(b), n);
     case RINGRUN_FLOAT16:
       return combine_16<Op, half_to_float, float_to_half>(
           static_cast<std::uint16_t*>(dst), static_cast<const std::uint16_t*>(a), static_cast<const std::uint16_t*>(b), n);
@@ -194,6 +222,9 @@ void finish_average_scalar(void* buf, std::size_t count, ringrun_dtype dtype, in
     case RINGRUN_INT32: return divide(static_cast<std::int32_t*>(buf), count, ranks);
     case RINGRUN_INT64: return divide(static_cast<std::int64_t*>(buf), count, ranks);
     case RINGRUN_UINT8: return divide(static_cast<std::uint8_t*>(buf), count, ranks);
+    case RINGRUN_INT8: return divide(static_cast<std::int8_t*>(buf), count, ranks);
+    case RINGRUN_INT16: return divide(static_cast<std::int16_t*>(buf), count, ranks);
+    case RINGRUN_BOOL: return;  // the or of the sum stays
     case RINGRUN_FLOAT16: {
       auto* p = static_cast<std::uint16_t*>(buf);
       for (std::size_t i = 0; i < count; ++i) p[i] = float_to_half(half_to_float(p[i]) / static_cast<float>(ranks));

@@ -24,6 +24,9 @@ constexpr std::size_t dtype_size(ringrun_dtype dtype) {
     case RINGRUN_INT32: return 4;
     case RINGRUN_INT64: return 8;
     case RINGRUN_UINT8: return 1;
+    case RINGRUN_INT8: return 1;
+    case RINGRUN_INT16: return 2;
+    case RINGRUN_BOOL: return 1;
   }
   return 0;
 }

@@ -126,6 +126,7 @@ OpRef Engine::submit(OpRequest request) {
   // Not a structured binding: its names are not implicitly moved by `return` (clang refuses the
   // copy; only GCC moves them).
   std::pair<OpRef, OpRef> holds = OpState::create(driver_);  // the engine's, the submitter's
+  if (request.on_done) holds.second->call_back(request.on_done, request.on_done_arg);
   bool wake = false;
   {
     std::lock_guard lock(mutex_);

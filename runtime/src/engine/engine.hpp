@@ -125,6 +125,10 @@ struct OpRequest {
   int root = 0;  // broadcast
   // False: the name never takes a response-cache entry.
   bool cacheable = true;
+  // Called at completion instead of a wait on the returned reference (ringrun_request::on_done):
+  // the submitter then drops the reference without letting go (OpRef::release()).
+  ringrun_done_fn on_done = nullptr;
+  void* on_done_arg = nullptr;
   // A synchronous ringrun_* call routed through the running engine (names "ringrun_barrier#3"
   // and so on, kRoutedNamesPerCall per call, reused in turn). They have cache room of their own
   // (kRoutedCacheEntries, beyond cache_capacity): a program whose step fills the cache exactly

@@ -2,6 +2,7 @@
 // the synchronous collectives while the engine runs.
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -64,8 +65,9 @@ Engine& process_engine(const char* what) {
 
 int submit_async(const char* what, const char* name, OpRequest&& request, ringrun_handle* out) {
   try {
-    if (!out) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the handle pointer is null", what));
-    *out = nullptr;
+    if (!out && !request.on_done)
+      throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the handle pointer is null", what));
+    if (out) *out = nullptr;
     if (!name) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the name is null", what));
     request.name = name;
     Engine* engine = g_running.load(std::memory_order_acquire);
@@ -73,7 +75,12 @@ int submit_async(const char* what, const char* name, OpRequest&& request, ringru
       std::lock_guard lock(core::process_mutex());
       engine = &process_engine(what);
     }
-    *out = to_handle(engine->submit(std::move(request)));
+    const bool callback = request.on_done != nullptr;
+    OpRef held = engine->submit(std::move(request));
+    if (callback)
+      (void)held.release();  // the callback stands for this hold, and may have let go already (OpState::run_callback)
+    else
+      *out = to_handle(std::move(held));
     core::clear_error();
     return RINGRUN_OK;
   } catch (...) {
@@ -210,6 +217,54 @@ int ringrun_wait(ringrun_handle handle) {
   const ringrun::engine::OpRef owned = ringrun::engine::OpRef::adopt(&from_handle(handle));
   owned->wait();
   return ringrun::engine::finish(*owned);
+}
+
+int ringrun_wait_for(ringrun_handle handle, int timeout_ms, int* done) {
+  if (!handle || !done || timeout_ms < 0)
+    return ringrun::core::record_error(std::make_exception_ptr(ringrun::RuntimeError(
+        RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_wait_for: the handle or done pointer is null, or the timeout negative")));
+  ringrun::engine::OpState& state = from_handle(handle);
+  *done = 0;
+  if (!state.wait_until(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms))) {
+    ringrun::core::clear_error();
+    return RINGRUN_OK;
+  }
+  *done = 1;
+  const ringrun::engine::OpRef owned = ringrun::engine::OpRef::adopt(&state);
+  return ringrun::engine::finish(*owned);
+}
+
+void ringrun_request_init(ringrun_request* request) {
+  if (!request) return;
+  *request = ringrun_request{};
+  request->collective = RINGRUN_COLLECTIVE_ALLREDUCE;
+  request->dtype = RINGRUN_FLOAT32;
+  request->op = RINGRUN_SUM;
+}
+
+int ringrun_submit(const ringrun_request* r, ringrun_handle* out) {
+  if (!r)
+    return ringrun::core::record_error(std::make_exception_ptr(
+        ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_submit: the request is null")));
+  OpRequest request;
+  switch (r->collective) {
+    case RINGRUN_COLLECTIVE_ALLREDUCE: request.kind = Collective::allreduce; break;
+    case RINGRUN_COLLECTIVE_BROADCAST: request.kind = Collective::broadcast; break;
+    case RINGRUN_COLLECTIVE_ALLGATHER: request.kind = Collective::allgather; break;
+    case RINGRUN_COLLECTIVE_BARRIER: request.kind = Collective::barrier; break;
+    default:
+      return ringrun::core::record_error(std::make_exception_ptr(ringrun::RuntimeError(
+          RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("ringrun_submit: unknown collective {}", static_cast<int>(r->collective)))));
+  }
+  request.send = r->collective == RINGRUN_COLLECTIVE_BROADCAST ? r->recv : r->send;
+  request.recv = r->recv;
+  request.count = r->count;
+  request.dtype = r->dtype;
+  request.op = r->op;
+  request.root = r->root;
+  request.on_done = r->on_done;
+  request.on_done_arg = r->on_done_arg;
+  return ringrun::engine::submit_async("ringrun_submit", r->name, std::move(request), out);
 }
 
 int ringrun_test(ringrun_handle handle, int* done) {

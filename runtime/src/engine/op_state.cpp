@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -92,8 +93,16 @@ void OpState::let_go() {
   let_go_.store(false, std::memory_order_relaxed);
   sleepers_.store(0, std::memory_order_relaxed);
   code_ = 0;
+  on_done_ = nullptr;
+  on_done_arg_ = nullptr;
   message_.clear();
   OpStateFreeList::push(this);
+}
+
+void OpState::run_callback() {
+  const ringrun_done_fn fn = std::exchange(on_done_, nullptr);
+  fn(on_done_arg_, code_, message_.c_str());
+  let_go();
 }
 
 void OpState::complete(int code, std::string message) {
@@ -109,46 +118,7 @@ void OpState::wake_sleepers() {
 }
 
 int OpState::wait() {
-  // Run the engine's cycles on this thread until the op is done: no hand-off to the background
-  // thread and back. When another thread is in a cycle, block on the lock (no spinning): that
-  // cycle may well complete this op. A waiter counts itself in `waiters` (the background thread
-  // then stands back) once it has to block or to run a second cycle; one that gets the lock at
-  // once and is done after one cycle, a lone op's case, skips two locked instructions.
-  if (driver_ && !done()) {
-    std::unique_lock cycle(driver_->mutex, std::try_to_lock);
-    bool counted = !cycle.owns_lock();
-    if (counted) {
-      driver_->waiters.fetch_add(1);
-      cycle.lock();
-    }
-    // The last waiter to leave hands whatever is still pending back to the background thread.
-    auto leave = [&](Engine* engine) {
-      const int others = counted ? driver_->waiters.fetch_sub(1) - 1 : driver_->waiters.load();
-      if (engine && others == 0) engine->waiter_left();
-    };
-    for (;;) {
-      Engine* engine = driver_->engine;
-      if (!engine || engine->finished_) {
-        leave(nullptr);
-        break;
-      }
-      if (done()) {
-        leave(engine);
-        break;
-      }
-      engine->cycle_once();
-      if (done() && !engine->finished_) {
-        leave(engine);
-        break;
-      }
-      cycle.unlock();
-      if (!counted) {
-        driver_->waiters.fetch_add(1);
-        counted = true;
-      }
-      cycle.lock();
-    }
-  }
+  drive_cycles(false, {});
   if (!done_.load(std::memory_order_acquire)) {
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     full_fence();
@@ -156,6 +126,59 @@ int OpState::wait() {
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
   return code_;
+}
+
+bool OpState::wait_until(std::chrono::steady_clock::time_point deadline) {
+  drive_cycles(true, deadline);
+  // Past the cycles only when the engine has stopped (its last cycle fails what is left) or the
+  // time ran out: short sleeps, no futex wait without a timeout.
+  while (!done_.load(kDoneLoad)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+void OpState::drive_cycles(bool bounded, std::chrono::steady_clock::time_point deadline) {
+  // Run the engine's cycles on this thread until the op is done: no hand-off to the background
+  // thread and back. When another thread is in a cycle, block on the lock (no spinning): that
+  // cycle may well complete this op. A waiter counts itself in `waiters` (the background thread
+  // then stands back) once it has to block or to run a second cycle; one that gets the lock at
+  // once and is done after one cycle, a lone op's case, skips two locked instructions.
+  if (!driver_ || done()) return;
+  std::unique_lock cycle(driver_->mutex, std::try_to_lock);
+  bool counted = !cycle.owns_lock();
+  if (counted) {
+    driver_->waiters.fetch_add(1);
+    cycle.lock();
+  }
+  // The last waiter to leave hands whatever is still pending back to the background thread.
+  auto leave = [&](Engine* engine) {
+    const int others = counted ? driver_->waiters.fetch_sub(1) - 1 : driver_->waiters.load();
+    if (engine && others == 0) engine->waiter_left();
+  };
+  for (;;) {
+    Engine* engine = driver_->engine;
+    if (!engine || engine->finished_) {
+      leave(nullptr);
+      return;
+    }
+    if (done() || (bounded && std::chrono::steady_clock::now() >= deadline)) {
+      leave(engine);
+      return;
+    }
+    engine->cycle_once();
+    if (done() && !engine->finished_) {
+      leave(engine);
+      return;
+    }
+    cycle.unlock();
+    if (!counted) {
+      driver_->waiters.fetch_add(1);
+      counted = true;
+    }
+    cycle.lock();
+  }
 }
 
 int OpState::code() const { return done() ? code_ : 0; }

@@ -14,9 +14,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <utility>
+
+#include "ringrun/ringrun.h"
 
 namespace ringrun::engine {
 
@@ -82,9 +85,18 @@ class OpState {
     code_ = code;
     if (!message.empty()) message_ = std::move(message);
     done_.store(true, kDoneStore);
+    if (on_done_) run_callback();
     return true;
   }
   int wait();                 // blocks until done (running the engine's cycles meanwhile); the op's status
+  // wait() until the deadline: true once done (then code() is the status), false when time ran out.
+  bool wait_until(std::chrono::steady_clock::time_point deadline);
+  // The submitter's hold becomes a callback (ringrun_request::on_done): called once at completion,
+  // then the hold is let go. Set before the engine sees the op.
+  void call_back(ringrun_done_fn fn, void* arg) {
+    on_done_ = fn;
+    on_done_arg_ = arg;
+  }
   bool done() const { return done_.load(std::memory_order_acquire); }
   int code() const;           // valid once done()
   std::string message() const;  // "" on success; valid once done()
@@ -97,6 +109,9 @@ class OpState {
   friend struct OpStateFreeList;
   OpState() = default;
   void let_go();  // one party is done with it: the second recycles it
+  void run_callback();  // at completion: the callback, then the submitter's hold let go
+  // wait()'s part: runs the engine's cycles until done or the deadline (if bounded).
+  void drive_cycles(bool bounded, std::chrono::steady_clock::time_point deadline);
   void wake_sleepers();  // after a seq_cst fence that follows the store of done_
 
   // No mutex: a step completes a thousand of these, and each is a store; the futex wake happens
@@ -106,6 +121,8 @@ class OpState {
   std::atomic<int> sleepers_{0};      // threads blocked in wait() on done_
   int code_ = 0;
   CycleDriver* driver_ = nullptr;  // lives as long as the process (new_cycle_driver)
+  ringrun_done_fn on_done_ = nullptr;
+  void* on_done_arg_ = nullptr;
   std::string message_;
   OpState* next_free_ = nullptr;   // in a thread's free list
 };

@@ -68,8 +68,13 @@ ncclDataType_t nccl_dtype(ringrun_dtype dtype) {
     case RINGRUN_INT32: return ncclInt32;
     case RINGRUN_INT64: return ncclInt64;
     case RINGRUN_UINT8: return ncclUint8;
+    case RINGRUN_INT8: return ncclInt8;
+    case RINGRUN_INT16:
+    case RINGRUN_BOOL: break;  // NCCL has no int16, and its uint8 sum is not bool's or
   }
-  throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("nccl: unknown dtype {}", static_cast<int>(dtype)));
+  throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                     fmt::format("nccl: dtype {} is not reduced on CUDA devices; move the tensor to the host or cast it",
+                                 dtype_name(dtype)));
 }
 
 ncclRedOp_t nccl_op(ringrun_op op) {
