@@ -15,6 +15,7 @@
 #include "core/env.hpp"
 #include "core/process_runtime.hpp"
 #include "engine/process_engine.hpp"
+#include "engine/process_sets.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 #include "transport/nccl/device_memory.hpp"
@@ -79,17 +80,24 @@ template <typename Body> int guarded(const char* what, Body&& body) {
 
 }  // namespace
 
-void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
+CommunicatorConfig communicator_config(int rank, int size, const std::string& hostname, const std::string& address,
+                                       std::chrono::milliseconds timeout, Exchange* exchange) {
   CommunicatorConfig config;
-  config.rank = boot.rank;
-  config.size = boot.size;
-  config.hostname = boot.hostname;
-  config.listen_address = boot.listen_address;
-  config.timeout = boot.timeout;
-  config.exchange = boot.exchange.get();
+  config.rank = rank;
+  config.size = size;
+  config.hostname = hostname;
+  config.listen_address = address;
+  config.timeout = timeout;
+  config.exchange = exchange;
   config.enable_shm = env_int("RINGRUN_DISABLE_SHM", 0, 1).value_or(0) == 0;
   config.shm_slot_bytes = static_cast<std::size_t>(env_int("RINGRUN_SHM_SLOT_BYTES", 4096, 1ll << 30).value_or(0));
   config.tcp_streams = static_cast<int>(env_int("RINGRUN_TCP_STREAMS", 1, kMaxTcpStreams).value_or(0));  // 0: automatic
+  return config;
+}
+
+void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
+  CommunicatorConfig config =
+      communicator_config(boot.rank, boot.size, boot.hostname, boot.listen_address, boot.timeout, boot.exchange.get());
   config.elastic = elastic;
   try {
     g_runtime.communicator = Communicator::create(config);
@@ -117,6 +125,7 @@ void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
 
 void stop_runtime_locked(bool orderly) {
   if (!g_runtime.communicator) return;
+  ringrun::engine::shutdown_process_sets();    // every set's engine and communicator first
   ringrun::engine::shutdown_process_engine();  // pending async ops fail; its thread joins
   auto communicator = std::move(g_runtime.communicator);
   auto exchange = std::move(g_runtime.exchange);

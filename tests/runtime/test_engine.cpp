@@ -379,7 +379,8 @@ TEST_CASE("engine: the timeline is valid JSON after every flush and holds an eve
   CHECK(text.find("MEMCPY_IN_FUSION_BUFFER") != std::string::npos);
   CHECK(text.find("rank 1 ready") != std::string::npos);
   CHECK(text.find("\"QUEUE\"") != std::string::npos);
-  CHECK(text.find("\"cycle ") != std::string::npos);  // RINGRUN_TIMELINE_MARK_CYCLES
+  CHECK(text.find("\"CYCLE_START\"") != std::string::npos);  // RINGRUN_TIMELINE_MARK_CYCLES
+  CHECK(text.find("start_time_since_epoch_in_micros") != std::string::npos);
 }
 
 TEST_CASE("engine: shutdown with pending ops fails them on every rank and leaves no thread or socket") {

@@ -5,6 +5,7 @@
 #define RINGRUN_RINGRUN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,7 +86,14 @@ typedef enum {
   RINGRUN_COLLECTIVE_ALLREDUCE = 1,
   RINGRUN_COLLECTIVE_BROADCAST = 2,
   RINGRUN_COLLECTIVE_ALLGATHER = 3,
-  RINGRUN_COLLECTIVE_BARRIER = 4
+  RINGRUN_COLLECTIVE_BARRIER = 4,
+  RINGRUN_COLLECTIVE_ALLTOALL = 5,      /* splits[r] rows of send to rank r; output through allocate */
+  RINGRUN_COLLECTIVE_REDUCESCATTER = 6, /* the reduction, rank r keeping its rows (below) in recv */
+  /* Horovod's join: this rank has no more ops. Until every rank has joined it takes part in the
+   * others' allreduces with a neutral input (0 for SUM and AVERAGE, the identity of MIN, MAX and
+   * PRODUCT); their other collectives fail. Completes once every rank has joined, writing the
+   * rank that joined last into recv (an int). Every rank of the job; no name needed. */
+  RINGRUN_COLLECTIVE_JOIN = 7
 } ringrun_collective;
 
 /* Called exactly once when the op completes (status 0, or an error code and its message), on
@@ -93,16 +101,37 @@ typedef enum {
  * or wait for another op; it may submit ops. */
 typedef void (*ringrun_done_fn)(void *arg, int status, const char *message);
 
+/* The output of an op whose size is known only once every rank's part is (an allgather with a
+ * different first dimension per rank, an alltoall): called once, on the engine's thread, with the
+ * elements in all and rows[r], the rows (entries of the first dimension) from rank r; returns a
+ * buffer for `count` elements, or NULL to fail the op. */
+typedef void *(*ringrun_allocate_fn)(void *arg, size_t count, const size_t *rows, int nranks);
+
 typedef struct ringrun_request {
   ringrun_collective collective;
-  const char *name;      /* the same on every rank; unique among this rank's pending ops */
-  const void *send;      /* allreduce, allgather: this rank's input */
+  /* The same on every rank; unique among this rank's pending ops. NULL (without on_done): a name
+   * from the rotation the synchronous calls use, the same on every rank that submits its unnamed
+   * ops in the same order; wait for such an op before submitting 16 more without a name. */
+  const char *name;
+  const void *send;      /* allreduce, allgather, alltoall, reducescatter: this rank's input */
   void *recv;            /* allreduce: count elements (== send: in place); broadcast: the buffer;
                             allgather: size * count elements */
   size_t count;          /* elements this rank passes */
   ringrun_dtype dtype;
   ringrun_op op;         /* allreduce */
-  int root;              /* broadcast */
+  int root;              /* broadcast: a global rank (ringrun_rank()'s numbering) */
+  int process_set;       /* 0: every rank; else an id from ringrun_add_process_set (this rank must be in it) */
+  /* The tensor's shape (optional; NULL: a flat buffer of count elements). Ranks must agree on it
+   * (the first dimension may differ for an allgather with allocate, and for an alltoall), and a
+   * mismatch names the shapes. Reducescatter splits the first dimension: rank r keeps
+   * rows/size rows, the first rows%size ranks one more, in order. */
+  const int64_t *shape;
+  int ndim;
+  const size_t *splits;  /* alltoall: rows to each rank, one per rank (NULL: the first dimension evenly) */
+  /* allgather: set it for a first dimension that may differ per rank (recv then unused);
+   * alltoall: required. */
+  ringrun_allocate_fn allocate;
+  void *allocate_arg;
   /* With on_done set, ringrun_submit's out may be NULL: the op is not waited for, the callback
    * reports it (and a handle, if asked for, must still be released by ringrun_wait). */
   ringrun_done_fn on_done;
@@ -111,6 +140,24 @@ typedef struct ringrun_request {
 
 void ringrun_request_init(ringrun_request *request); /* zeroes it: ALLREDUCE, SUM, FLOAT32 */
 int ringrun_submit(const ringrun_request *request, ringrun_handle *out);
+
+/* The timeline (a Chrome trace of every op, written by rank 0): starts writing it to filename,
+ * replacing one being written, with a CYCLE_START mark per negotiation cycle when mark_cycles is
+ * non-zero; or stops and closes it. Call on every rank (only rank 0 writes). The same file as
+ * ringrun --timeline-filename from the start. */
+int ringrun_start_timeline(const char *filename, int mark_cycles);
+int ringrun_stop_timeline(void);
+
+/* Process sets: subsets of the ranks whose ops run among themselves, on a communicator and an
+ * engine of their own (Horovod's). Adding and removing are collective over every rank of the job,
+ * in the same order everywhere, with the same ranks (global ranks; any order, no repeats).
+ * ringrun_add_process_set returns the new set's id (> 0), or an error code; a set with the same
+ * ranks as another is an error. Not available in elastic mode. */
+int ringrun_add_process_set(const int *ranks, int nranks);
+int ringrun_remove_process_set(int process_set);
+int ringrun_process_set_size(int process_set);
+int ringrun_process_set_rank(int process_set);     /* this rank's index in the set; an error if not in it */
+int ringrun_process_set_included(int process_set); /* 1 or 0 */
 
 /* Elastic mode: a process that `ringrun --min-np/--max-np` started (RINGRUN_ELASTIC_ID,
  * RINGRUN_ELASTIC_EPOCH, RINGRUN_ELASTIC_TIMEOUT in its environment) takes its rank and size from

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -342,6 +343,60 @@ void Communicator::gather(const void* send, std::size_t count, ringrun_dtype dty
       return;
     }
     transport_->allgather(header, send, recv);
+  });
+}
+
+void Communicator::require_host(const char* what, const void* a, const void* b) {
+  if (!cuda_driver_loaded()) return;
+  if (locate_buffer(a).device || locate_buffer(b).device)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("{}: device buffers are not supported; copy the tensor to host memory", what));
+}
+
+void Communicator::alltoall(const void* send, std::span<const std::size_t> to_each, ringrun_dtype dtype,
+                            const AlltoallOutput& output) {
+  run(Collective::alltoall, "alltoall", [&] {
+    check_type("alltoall", dtype);
+    require(to_each.size() == static_cast<std::size_t>(world_.size), "alltoall", "{} counts for {} ranks", to_each.size(),
+            world_.size);
+    std::size_t count = 0;
+    for (std::size_t c : to_each) count += c;
+    require(count == 0 || send, "alltoall", "send is null");
+    if (count) require_host("alltoall", send, send);
+    OpHeader header{.seq = ++seq_, .count = 0, .kind = Collective::alltoall, .dtype = dtype};
+    if (!tcp_) {  // one rank: its own elements come back
+      void* recv = output(count, to_each);
+      if (count && recv != send) std::memmove(recv, send, count * dtype_size(dtype));
+      return;
+    }
+    // Every pair of ranks over the mesh, the same host's too: each byte crosses once, which no
+    // shared-memory round of whole buffers would beat for a personalized exchange.
+    static_cast<TcpTransport&>(*tcp_).alltoall(header, send, to_each, output);
+  });
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, std::span<const std::size_t> bounds,
+                                  ringrun_dtype dtype, ringrun_op op) {
+  run(Collective::reducescatter, "reducescatter", [&] {
+    check_type("reducescatter", dtype);
+    require(valid_op(op), "reducescatter", "unknown op {}", static_cast<int>(op));
+    require(bounds.size() == static_cast<std::size_t>(world_.size) + 1 && bounds.front() == 0 && bounds.back() == count &&
+                std::is_sorted(bounds.begin(), bounds.end()),
+            "reducescatter", "the blocks do not split {} elements over {} ranks", count, world_.size);
+    const std::size_t mine = bounds[static_cast<std::size_t>(world_.rank) + 1] - bounds[static_cast<std::size_t>(world_.rank)];
+    require(count == 0 || send, "reducescatter", "send is null");
+    require(mine == 0 || recv, "reducescatter", "recv is null");
+    if (count) require_host("reducescatter", send, mine ? recv : send);
+    OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::reducescatter, .dtype = dtype, .op = op};
+    if (!transport_) {
+      if (count && recv != send) std::memmove(recv, send, header.bytes());
+      return;
+    }
+    // One host: the shared-memory reduce-scatter (one pass over every input); across hosts the
+    // TCP ring.
+    if (transport_ == shm_.get() && !hierarchical_)
+      return static_cast<ShmTransport&>(*shm_).reduce_scatter(header, send, recv, bounds);
+    static_cast<TcpTransport&>(*tcp_).reduce_scatter(header, send, recv, bounds);
   });
 }
 

@@ -13,7 +13,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/world.hpp"
@@ -62,6 +64,16 @@ class Communicator {
   void allgather_host(const void* send, std::size_t count, ringrun_dtype dtype, void* recv);
   void barrier();
 
+  // Alltoall: send holds to_each[r] elements for rank r, in rank order;
+  // output(total, from_each) is called once every rank's counts are known and returns the buffer
+  // for what arrives (from_each[r] elements from rank r, in rank order). Host buffers only.
+  using AlltoallOutput = std::function<void*(std::size_t total, std::span<const std::size_t> from_each)>;
+  void alltoall(const void* send, std::span<const std::size_t> to_each, ringrun_dtype dtype, const AlltoallOutput& output);
+  // Reduce-scatter: the reduction of every rank's count elements, of which rank r keeps block
+  // [bounds[r], bounds[r+1]) in recv (size + 1 bounds, the last = count). Host buffers only.
+  void reduce_scatter(const void* send, void* recv, std::size_t count, std::span<const std::size_t> bounds,
+                      ringrun_dtype dtype, ringrun_op op);
+
   // Tensor fusion without a fusion buffer: one allreduce over the concatenation of spans (every
   // span's bytes a whole number of dtype elements), each read and written in place. Only when
   // can_allreduce_scattered() (the shared-memory transport, or one rank); otherwise the caller packs.
@@ -78,6 +90,8 @@ class Communicator {
   Communicator() = default;
   void close(bool orderly);
   template <typename Body> void run(Collective kind, const char* name, Body&& body);
+  // For the collectives on host buffers only: refuses device memory in one line naming `what`.
+  void require_host(const char* what, const void* a, const void* b);
   // The NCCL transport when the call's buffers are device memory (created on first use: a
   // collective, like the call itself); null for host buffers. Throws for mixed buffers, for a
   // device other than the one NCCL runs on, and in builds without NCCL.

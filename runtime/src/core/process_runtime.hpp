@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <exception>
+#include <chrono>
 #include <mutex>
+#include <string>
 
 #include "core/communicator.hpp"
 
@@ -14,6 +16,12 @@ namespace ringrun::core {
 struct Bootstrap;
 
 std::mutex& process_mutex();
+
+// A communicator's configuration for these ranks, with the transports' settings from the
+// environment (RINGRUN_DISABLE_SHM, RINGRUN_SHM_SLOT_BYTES, RINGRUN_TCP_STREAMS): the world's,
+// and a process set's.
+CommunicatorConfig communicator_config(int rank, int size, const std::string& hostname, const std::string& address,
+                                       std::chrono::milliseconds timeout, Exchange* exchange);
 Communicator* process_communicator();  // null when not initialized; call with process_mutex() held
 
 // With process_mutex() held and no communicator: creates it from boot (what names the caller in

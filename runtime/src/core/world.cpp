@@ -79,6 +79,8 @@ const char* collective_name(Collective kind) {
     case Collective::broadcast: return "broadcast";
     case Collective::allgather: return "allgather";
     case Collective::barrier: return "barrier";
+    case Collective::alltoall: return "alltoall";
+    case Collective::reducescatter: return "reducescatter";
   }
   return "collective";
 }
@@ -92,6 +94,8 @@ bool OpHeader::matches(const OpHeader& o) const {
     case Collective::broadcast: return count == o.count && dtype == o.dtype && root == o.root;
     case Collective::allgather: return count == o.count && dtype == o.dtype;
     case Collective::barrier: return true;
+    case Collective::alltoall: return dtype == o.dtype;
+    case Collective::reducescatter: return count == o.count && dtype == o.dtype && op == o.op;
   }
   return false;
 }
@@ -104,6 +108,9 @@ std::string OpHeader::describe() const {
       return fmt::format("broadcast #{} of {} {} from root {}", seq, count, dtype_name(dtype), root);
     case Collective::allgather: return fmt::format("allgather #{} of {} {} per rank", seq, count, dtype_name(dtype));
     case Collective::barrier: return fmt::format("barrier #{}", seq);
+    case Collective::alltoall: return fmt::format("alltoall #{} of {}", seq, dtype_name(dtype));
+    case Collective::reducescatter:
+      return fmt::format("reducescatter #{} of {} {} ({})", seq, count, dtype_name(dtype), op_name(op));
   }
   return "unknown collective";
 }

@@ -63,13 +63,17 @@ std::vector<std::vector<int>> ranks_by_host(const World& world);
 // index among the ranks on the same host; cross rank as in Horovod).
 void compute_local_and_cross(World& world);
 
-enum class Collective : std::uint8_t { allreduce = 1, broadcast = 2, allgather = 3, barrier = 4 };
+enum class Collective : std::uint8_t {
+  allreduce = 1, broadcast = 2, allgather = 3, barrier = 4,
+  alltoall = 5,       // each rank sends its own number of elements to each other rank
+  reducescatter = 6,  // the reduction of every rank's input, each rank keeping its own block
+};
 const char* collective_name(Collective kind);
 
 // Every collective starts with this description; ranks compare theirs to detect mismatches.
 struct OpHeader {
   std::uint64_t seq = 0;  // collective number on this communicator
-  std::uint64_t count = 0;
+  std::uint64_t count = 0;  // alltoall: 0 (ranks send different counts; checked as they arrive)
   Collective kind = Collective::barrier;
   ringrun_dtype dtype = RINGRUN_UINT8;
   ringrun_op op = RINGRUN_SUM;

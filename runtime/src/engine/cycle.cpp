@@ -21,6 +21,7 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   // a cycle's agreement), so the record stays small until the cache fills; then inline data and
   // index lists as the last cycle's records asked for.
   const RecordLayout layout = record_layout(cache_.size(), inline_area_, index_slots_);
+  take_join(fresh);
   // 1. Write this rank's record: cache bits, descriptions, inline data, rank 0's stall verdicts.
   Writer payload;
   const std::size_t cached = write_record(layout, fresh, shutdown, now, payload);
@@ -35,8 +36,23 @@ void Engine::run_cycle(std::vector<LocalOp>& fresh, bool shutdown) {
   if (pending_entries_) anyone_active_ = true;
   // 5. Fail what rank 0 found stalled, or everything at a finalize; else execute what is ready.
   decide(stalled, now);
+  if (joined_count_ == size_) finish_join();
   // 6. Grow the cache, forget this cycle's records.
   end_cycle();
+}
+
+void Engine::take_join(std::vector<LocalOp>& fresh) {
+  // A join is no named op: it becomes this rank's join flag until every rank has joined.
+  auto join = std::find_if(fresh.begin(), fresh.end(), [](const LocalOp& op) { return op.request.join; });
+  if (join == fresh.end()) return;
+  for (auto it = join; it != fresh.end(); ++it) {
+    if (!it->request.join) continue;
+    if (join_op_)
+      finish(std::move(*it), RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("join: rank {} has called join already", rank_));
+    else
+      join_op_.emplace(std::move(*it));
+  }
+  std::erase_if(fresh, [](const LocalOp& op) { return op.request.join; });
 }
 
 void Engine::adopt_fresh(std::vector<LocalOp>& fresh) {
@@ -68,7 +84,8 @@ void Engine::decide(const StallFailures& stalled, Clock::time_point now) {
     return;
   }
   ++cycle_number_;
-  if (timeline_ && config_.timeline_mark_cycles && pending_entries_) timeline_->mark(fmt::format("cycle {}", cycle_number_), now);
+  // Horovod's marker name: tools that read its timelines find the cycles.
+  if (timeline_ && mark_cycles_ && pending_entries_) timeline_->mark("CYCLE_START", now);
   // Usually in order already (a step's names applied in bit order as they were created).
   auto by_seq = [](const Entry* a, const Entry* b) { return a->seq < b->seq; };
   if (!std::is_sorted(ready_.begin(), ready_.end(), by_seq)) std::sort(ready_.begin(), ready_.end(), by_seq);

@@ -41,7 +41,32 @@ EngineConfig EngineConfig::from_environment() {
   if (auto n = core::env_int("RINGRUN_INLINE_BYTES", 0, 1 << 20)) config.inline_bytes = static_cast<std::size_t>(*n);
   if (auto on = core::env_int("RINGRUN_TIMELINE_MARK_CYCLES", 0, 1)) config.timeline_mark_cycles = *on == 1;
   if (auto n = core::env_int("RINGRUN_UNFUSED_MIN_BYTES", 0, 1ll << 40)) config.unfused_min_bytes = static_cast<std::size_t>(*n);
+  apply_horovod_environment(config);
   return config;
+}
+
+void EngineConfig::apply_horovod_environment(EngineConfig& config) {
+  // Horovod's own knobs, in Horovod's units, where a migrated job's environment still sets them
+  // and ringrun's option for the same knob was not given (ringrun's wins: README, "Coming from
+  // Horovod").
+  auto unset = [](const char* name) { return !core::env_string(name); };
+  if (unset("RINGRUN_FUSION_THRESHOLD_MB"))
+    if (auto bytes = core::env_int("HOROVOD_FUSION_THRESHOLD", 0, 1ll << 40)) config.fusion_threshold_bytes = static_cast<std::size_t>(*bytes);
+  if (unset("RINGRUN_CYCLE_TIME_MS"))
+    if (auto ms = core::env_number("HOROVOD_CYCLE_TIME", 0, 60000))
+      config.cycle_time = std::chrono::microseconds(static_cast<long long>(*ms * 1000));
+  if (unset("RINGRUN_TIMELINE_FILENAME"))
+    if (auto file = core::env_string("HOROVOD_TIMELINE"); file && *file != "DYNAMIC") config.timeline_filename = *file;
+  if (unset("RINGRUN_TIMELINE_MARK_CYCLES"))
+    if (auto on = core::env_int("HOROVOD_TIMELINE_MARK_CYCLES", 0, 1)) config.timeline_mark_cycles = *on == 1;
+  if (unset("RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS"))
+    if (auto s = core::env_number("HOROVOD_STALL_CHECK_TIME_SECONDS", 0, 1 << 24))
+      config.stall_warning = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
+  if (unset("RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"))
+    if (auto s = core::env_number("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0, 1 << 24))
+      config.stall_shutdown = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
+  if (unset("RINGRUN_CACHE_CAPACITY"))
+    if (auto n = core::env_int("HOROVOD_CACHE_CAPACITY", 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
 }
 
 namespace {
@@ -71,6 +96,44 @@ void check_placement(const OpRequest& r) {
 
 }  // namespace
 
+void Engine::check_personalized(OpRequest& r) const {
+  const std::string& name = r.name;
+  if (r.kind == Collective::alltoall) {
+    r.varying = true;
+    check_argument(r.to_each.size() == static_cast<std::size_t>(size_), name,
+                   "an alltoall needs one count per rank (its splits)");
+    std::size_t sum = 0;
+    for (std::size_t c : r.to_each) sum += c;
+    check_argument(sum == r.count, name, "the alltoall's counts per rank do not add up to its element count");
+  }
+  if (r.varying) {
+    check_argument(r.kind == Collective::allgather || r.kind == Collective::alltoall, name,
+                   "only an allgather or an alltoall may have a different count per rank");
+    check_argument(static_cast<bool>(r.output), name, "an op with a different count per rank needs an output allocator");
+    check_argument(r.count == 0 || r.send, name, "send is null");
+    r.cacheable = false;  // the counts change from call to call, and every rank's is needed
+  }
+  if (r.kind == Collective::reducescatter) {
+    check_argument(core::valid_op(r.op), name, "unknown reduction op");
+    const auto bounds = reducescatter_bounds(shape_of(r), size_);
+    const std::size_t mine = bounds[static_cast<std::size_t>(rank_) + 1] - bounds[static_cast<std::size_t>(rank_)];
+    check_argument(r.count == 0 || r.send, name, "send is null");
+    check_argument(mine == 0 || r.recv, name, "recv is null");
+  }
+}
+
+std::vector<std::size_t> reducescatter_bounds(const OpShape& shape, int ranks) {
+  const std::uint64_t rows = shape.dims.ndim ? static_cast<std::uint64_t>(shape.dims.d[0]) : shape.count;
+  const std::uint64_t row = rows ? shape.count / rows : 0;
+  const std::uint64_t base = rows / static_cast<std::uint64_t>(ranks), extra = rows % static_cast<std::uint64_t>(ranks);
+  std::vector<std::size_t> bounds(static_cast<std::size_t>(ranks) + 1, 0);
+  for (int r = 0; r < ranks; ++r) {
+    const auto ur = static_cast<std::uint64_t>(r);
+    bounds[static_cast<std::size_t>(r) + 1] = bounds[static_cast<std::size_t>(r)] + (base + (ur < extra ? 1 : 0)) * row;
+  }
+  return bounds;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Start
 
@@ -81,7 +144,9 @@ Engine::Engine(core::Communicator& comm, EngineConfig config)
       inline_capacity_(config_.inline_bytes / kInlineAlign * kInlineAlign) {
   driver_->engine = this;
   index_slots_ = kMinIndexSlots;
+  joined_.assign(static_cast<std::size_t>(size_), false);
   bit_entries_.reserve(std::min<std::size_t>(config_.cache_capacity, 4096));
+  mark_cycles_ = config_.timeline_mark_cycles;
   if (rank_ == 0 && !config_.timeline_filename.empty()) {
     if (config_.elastic_epoch < 0) {
       timeline_ = std::make_unique<Timeline>(config_.timeline_filename);
@@ -92,6 +157,25 @@ Engine::Engine(core::Communicator& comm, EngineConfig config)
     }
   }
   thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::start_timeline(const std::string& filename, bool mark_cycles) {
+  if (filename.empty()) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "start_timeline: the file name is empty");
+  if (rank_ != 0) return;
+  auto timeline = std::make_unique<Timeline>(filename);
+  std::lock_guard cycle(driver_->mutex);
+  timeline_ = std::move(timeline);
+  mark_cycles_ = mark_cycles;
+  bit_arrival_.resize(bit_entries_.size() * static_cast<std::size_t>(size_));
+}
+
+void Engine::stop_timeline() {
+  std::unique_ptr<Timeline> stopped;
+  {
+    std::lock_guard cycle(driver_->mutex);
+    stopped = std::move(timeline_);
+  }
+  // Its destructor closes the file as valid JSON.
 }
 
 Engine::~Engine() {
@@ -115,10 +199,11 @@ OpRef Engine::submit(OpRequest request) {
   check_argument(core::valid_dtype(request.dtype), name, "unknown dtype");
   check_argument(request.kind != Collective::allreduce || core::valid_op(request.op), name, "unknown reduction op");
   if (request.count > 0) {
-    if (request.kind == Collective::allreduce || request.kind == Collective::allgather)
+    if (request.kind == Collective::allreduce || (request.kind == Collective::allgather && !request.varying))
       check_argument(request.send && request.recv, name, "send or recv is null");
     if (request.kind == Collective::broadcast) check_argument(request.recv != nullptr, name, "buffer is null");
   }
+  check_personalized(request);
   if (request.count > 0) check_placement(request);
   if (request.kind == Collective::broadcast && (request.root < 0 || request.root >= size_))
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
@@ -380,6 +465,7 @@ void Engine::release() {
   bit_arrival_ = {};
   cache_.clear();
   inline_sources_ = {};
+  join_op_.reset();
 }
 
 }  // namespace ringrun::engine

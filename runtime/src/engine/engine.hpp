@@ -111,24 +111,42 @@ struct EngineConfig {
   std::chrono::microseconds batch_window{200};
 
   static EngineConfig from_environment();  // RuntimeError naming the variable when malformed
+  // Horovod's variables (HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME, HOROVOD_TIMELINE[=DYNAMIC],
+  // HOROVOD_TIMELINE_MARK_CYCLES, HOROVOD_STALL_CHECK_TIME_SECONDS,
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, HOROVOD_CACHE_CAPACITY) where ringrun's are unset.
+  static void apply_horovod_environment(EngineConfig& config);
 };
 
 // What a rank asks for; every rank must describe a name the same way.
 struct OpRequest {
   core::Collective kind = core::Collective::allreduce;
   std::string name;
-  const void* send = nullptr;  // allreduce, allgather
-  void* recv = nullptr;        // allreduce (may equal send), allgather (count * size elements), broadcast (the buffer)
-  std::size_t count = 0;
+  const void* send = nullptr;  // allreduce, allgather, alltoall, reducescatter
+  // allreduce (may equal send), allgather (count * size elements), broadcast (the buffer),
+  // reducescatter (this rank's block); null where `output` gives it.
+  void* recv = nullptr;
+  std::size_t count = 0;  // elements this rank passes
   ringrun_dtype dtype = RINGRUN_FLOAT32;
   ringrun_op op = RINGRUN_SUM;
   int root = 0;  // broadcast
+  Dims dims;     // the tensor's shape (ndim 0: a flat buffer); reducescatter splits its first dimension
+  // An allgather whose count may differ per rank: the output comes from `output` once every
+  // rank's count is known. Never cached (the counts change).
+  bool varying = false;
+  std::vector<std::size_t> to_each;  // alltoall: elements to each rank, in rank order
+  // allgather (varying), alltoall: the receive buffer, asked for at execution on the engine's
+  // thread with every rank's part (see core::Communicator::AlltoallOutput).
+  core::Communicator::AlltoallOutput output;
   // False: the name never takes a response-cache entry.
   bool cacheable = true;
   // Called at completion instead of a wait on the returned reference (ringrun_request::on_done):
   // the submitter then drops the reference without letting go (OpRef::release()).
   ringrun_done_fn on_done = nullptr;
   void* on_done_arg = nullptr;
+  // Horovod's join: this rank has no more ops and stands in for the others' allreduces until every
+  // rank has joined; recv (an int) then receives the rank that joined last. Never negotiated by
+  // name: a flag in this rank's records (join.cpp).
+  bool join = false;
   // A synchronous ringrun_* call routed through the running engine (names "ringrun_barrier#3"
   // and so on, kRoutedNamesPerCall per call, reused in turn). They have cache room of their own
   // (kRoutedCacheEntries, beyond cache_capacity): a program whose step fills the cache exactly
@@ -136,6 +154,10 @@ struct OpRequest {
   // describe it in full the next step and get it back under another bit, out of memory order.
   bool routed = false;
 };
+
+// The element bounds of a reducescatter's blocks (ranks + 1 of them): the first dimension split
+// over the ranks, the first ranks one row more when it does not divide (Horovod's split).
+std::vector<std::size_t> reducescatter_bounds(const OpShape& shape, int ranks);
 
 // How many names each synchronous call (ringrun_allreduce, _broadcast, _allgather, _barrier)
 // rotates through while the engine runs, and the cache entries kept for all of them.
@@ -173,6 +195,12 @@ class Engine {
   void shutdown();
 
   const EngineConfig& config() const { return config_; }
+
+  // Starts writing the timeline to filename (replacing one being written), or stops it; rank 0
+  // writes it, the other ranks only accept the call. Thread-safe: waits for a running cycle.
+  // Throws RuntimeError naming the file when it cannot be created.
+  void start_timeline(const std::string& filename, bool mark_cycles);
+  void stop_timeline();
   EngineStats stats() const;
 
  private:
@@ -200,6 +228,10 @@ class Engine {
     NameState* name_state = nullptr;  // its node in local_names_
     int bit = -1;                          // its cache bit when sent, or -1: a named entry
     bool device = false;  // an allreduce on device memory (NCCL, never fused or inlined)
+    // A joined rank's part in another rank's allreduce (join.cpp): neutral input in `scratch`,
+    // no submitter, not counted among this rank's pending ops.
+    bool stand_in = false;
+    std::vector<std::byte> scratch;
   };
   // A name pending somewhere, in the table every rank keeps identically. Names the response cache
   // holds live in bit_entries_ (indexed by cache bit, reused from step to step: no allocation in
@@ -247,10 +279,14 @@ class Engine {
   void waiter_left();
   void release();  // after the thread joined: frees the tables and buffers
   [[noreturn]] void throw_pending(const std::string& name) const;
+  // Submission checks of the collectives with a part per rank (alltoall, varying allgather,
+  // reducescatter); marks them uncacheable where every rank's count is needed.
+  void check_personalized(OpRequest& request) const;
   NameState* note_submission(const std::string& name);  // under mutex_: the name is pending here now
 
   // ---- The cycle (cycle.cpp) ----------------------------------------------------------------
   void run_cycle(std::vector<LocalOp>& fresh, bool shutdown);
+  void take_join(std::vector<LocalOp>& fresh);    // a join submitted: this rank's join_op_
   void adopt_fresh(std::vector<LocalOp>& fresh);  // this rank's ops join their entries
   void decide(const StallFailures& stalled, Clock::time_point now);  // fail, or execute what is ready
   void end_cycle();  // cache insertions, inline sources cleared, timeline flushed
@@ -312,6 +348,15 @@ class Engine {
   void check_stalls(Clock::time_point now, StallFailures& to_fail);
   void check_stall(Entry& entry, Clock::time_point now, StallFailures& to_fail);
 
+  // ---- Join (join.cpp) ------------------------------------------------------------------------
+  void note_join(int rank, std::uint8_t flags);  // applying a record: the rank's join flag
+  void ready_with_joined();                       // names every rank that has not joined sent
+  // Before execution: names a joined rank cannot stand in for fail; a joined rank gets a stand-in
+  // op for the others' allreduces.
+  void stand_in_for_joined(std::vector<Entry*>& ready);
+  void finish_join();                             // every rank joined: the joins complete
+  const OpShape& some_shape(Entry& entry);        // the shape of a rank that submitted the name
+
   // ---- Execution and fusion grouping (execution.cpp) ----------------------------------------
   void execute(std::vector<Entry*>& ready);
   void fail_mismatched(std::vector<Entry*>& ready, Clock::time_point now);  // and the NEGOTIATE spans
@@ -323,6 +368,7 @@ class Engine {
   bool allreduce_in_place(const std::vector<Entry*>& group, Clock::time_point ready_at);
   void allreduce_through_fusion_buffer(const std::vector<Entry*>& group, bool compress, Clock::time_point ready_at);
   void execute_single(Entry& entry, Clock::time_point ready_at);
+  void allgather_varying(Entry& entry);  // an allgather of a different count per rank
 
   core::Communicator& comm_;
   const EngineConfig config_;
@@ -397,6 +443,12 @@ class Engine {
   CycleDriver* const driver_;
   const std::size_t inline_capacity_;
   bool cuda_loaded_ = false;
+  // Join (join.cpp): which ranks have joined (from the records; the same on every rank), the last
+  // to join, and this rank's pending join op.
+  std::vector<bool> joined_;
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  std::optional<LocalOp> join_op_;
   Clock::time_point cuda_probed_at_{};
 
   // Read by the background thread between cycles (written under driver_->mutex).
@@ -405,7 +457,8 @@ class Engine {
   std::atomic<bool> finished_flag_{false};
   std::atomic<std::uint64_t> cycles_run_{0};     // heartbeats skip while waiters drive cycles
   std::vector<std::byte> fusion_buffer_;
-  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<Timeline> timeline_;     // changed only under driver_->mutex
+  bool mark_cycles_ = false;               // a CYCLE_START mark per cycle with work (likewise)
 
   // EngineStats as counters: written only by whoever runs the cycle (one thread at a time, under
   // driver_->mutex), so an increment is a plain load and store, no lock; stats() reads them.

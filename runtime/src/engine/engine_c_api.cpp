@@ -10,6 +10,7 @@
 
 #include "core/process_runtime.hpp"
 #include "engine/process_engine.hpp"
+#include "engine/process_sets.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 
@@ -63,14 +64,38 @@ Engine& process_engine(const char* what) {
   return *engine;
 }
 
-int submit_async(const char* what, const char* name, OpRequest&& request, ringrun_handle* out) {
+// The names synchronous calls rotate through while the engine runs ("ringrun_allreduce#3"),
+// formatted once per process: formatting one per call cost about a quarter of a routed small
+// allreduce's bookkeeping.
+const std::string& routed_name(core::Collective kind, std::size_t k) {
+  static const auto names = [] {
+    std::array<std::array<std::string, kRoutedNamesPerCall>, 7> table;  // by Collective (1..6)
+    for (auto each : {core::Collective::allreduce, core::Collective::broadcast, core::Collective::allgather,
+                      core::Collective::barrier, core::Collective::alltoall, core::Collective::reducescatter})
+      for (std::size_t i = 0; i < kRoutedNamesPerCall; ++i)
+        table[static_cast<std::size_t>(each)][i] = fmt::format("ringrun_{}#{}", core::collective_name(each), i);
+    return table;
+  }();
+  return names[static_cast<std::size_t>(kind)][k];
+}
+
+int submit_async(const char* what, const char* name, OpRequest&& request, ringrun_handle* out, int process_set = 0) {
   try {
     if (!out && !request.on_done)
       throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the handle pointer is null", what));
     if (out) *out = nullptr;
-    if (!name) throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: the name is null", what));
-    request.name = name;
-    Engine* engine = g_running.load(std::memory_order_acquire);
+    if (name) {
+      request.name = name;
+    } else if (request.on_done) {
+      throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: an op with a callback needs a name", what));
+    } else {
+      // The synchronous calls' rotation (routed_name): for a caller that waits for the op before
+      // it submits more than kRoutedNamesPerCall others without a name.
+      const std::uint64_t call = routed_calls_of_set(process_set).fetch_add(1, std::memory_order_relaxed);
+      request.name = routed_name(request.kind, call % kRoutedNamesPerCall);
+      request.routed = true;
+    }
+    Engine* engine = process_set == 0 ? g_running.load(std::memory_order_acquire) : &engine_of_set(process_set, what);
     if (!engine) {
       std::lock_guard lock(core::process_mutex());
       engine = &process_engine(what);
@@ -88,27 +113,81 @@ int submit_async(const char* what, const char* name, OpRequest&& request, ringru
   }
 }
 
+using core::Collective;
+
+// The elements of one row of the first dimension: count / shape[0], or 1 without a shape.
+std::size_t row_elements(const ringrun_request& r) {
+  if (!r.shape || r.ndim <= 0 || r.shape[0] <= 0) return 1;
+  return r.count / static_cast<std::size_t>(r.shape[0]);
+}
+
+Collective collective_of(ringrun_collective c) {
+  switch (c) {
+    case RINGRUN_COLLECTIVE_ALLREDUCE: return Collective::allreduce;
+    case RINGRUN_COLLECTIVE_BROADCAST: return Collective::broadcast;
+    case RINGRUN_COLLECTIVE_ALLGATHER: return Collective::allgather;
+    case RINGRUN_COLLECTIVE_BARRIER: return Collective::barrier;
+    case RINGRUN_COLLECTIVE_ALLTOALL: return Collective::alltoall;
+    case RINGRUN_COLLECTIVE_REDUCESCATTER: return Collective::reducescatter;
+    case RINGRUN_COLLECTIVE_JOIN: return Collective::barrier;  // OpRequest::join marks it
+  }
+  throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("ringrun_submit: unknown collective {}", static_cast<int>(c)));
+}
+
+OpRequest request_from(const ringrun_request& r) {
+  OpRequest request;
+  request.kind = collective_of(r.collective);
+  request.send = request.kind == Collective::broadcast ? r.recv : r.send;
+  request.recv = r.recv;
+  request.count = r.count;
+  request.dtype = r.dtype;
+  request.op = r.op;
+  request.root = r.root;
+  request.dims = Dims::of(r.shape, r.ndim);
+  if (r.collective == RINGRUN_COLLECTIVE_JOIN) {
+    if (r.process_set != 0)
+      throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_submit: join runs over every rank (process set 0)");
+    request.join = true;
+    request.cacheable = false;
+  }
+  request.on_done = r.on_done;
+  request.on_done_arg = r.on_done_arg;
+  const std::size_t row = row_elements(r);
+  if (request.kind == Collective::alltoall) {
+    const int size = ringrun_size();
+    if (size < 0) throw RuntimeError(size, "ringrun_submit: ringrun_init() has not been called");
+    if (r.splits) {
+      request.to_each.assign(r.splits, r.splits + size);
+      for (auto& rows : request.to_each) rows *= row;
+    } else {
+      const std::size_t rows = r.count / row;
+      if (rows % static_cast<std::size_t>(size))
+        throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                           fmt::format("tensor '{}': alltoall without splits needs a first dimension ({}) that divides "
+                                       "by the number of ranks ({}); pass splits",
+                                       r.name ? r.name : "", rows, size));
+      request.to_each.assign(static_cast<std::size_t>(size), rows / static_cast<std::size_t>(size) * row);
+    }
+  }
+  if (r.allocate && (request.kind == Collective::allgather || request.kind == Collective::alltoall)) {
+    request.varying = true;
+    request.output = [allocate = r.allocate, arg = r.allocate_arg, row](std::size_t total, std::span<const std::size_t> from_each) {
+      std::vector<std::size_t> rows(from_each.begin(), from_each.end());
+      for (auto& n : rows) n /= row;
+      return allocate(arg, total, rows.data(), static_cast<int>(rows.size()));
+    };
+  } else if (request.kind == Collective::alltoall) {
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_submit: an alltoall needs allocate (its output size)");
+  }
+  return request;
+}
+
 int finish(const OpState& state) {
   if (state.code() == RINGRUN_OK) {
     core::clear_error();
     return RINGRUN_OK;
   }
   return core::record_error(std::make_exception_ptr(RuntimeError(state.code(), state.message())));
-}
-
-// The names synchronous calls rotate through while the engine runs ("ringrun_allreduce#3"),
-// formatted once per process: formatting one per call cost about a quarter of a routed small
-// allreduce's bookkeeping.
-const std::string& routed_name(core::Collective kind, std::size_t k) {
-  static const auto names = [] {
-    std::array<std::array<std::string, kRoutedNamesPerCall>, 5> table;  // by Collective (1..4)
-    for (auto each : {core::Collective::allreduce, core::Collective::broadcast, core::Collective::allgather,
-                      core::Collective::barrier})
-      for (std::size_t i = 0; i < kRoutedNamesPerCall; ++i)
-        table[static_cast<std::size_t>(each)][i] = fmt::format("ringrun_{}#{}", core::collective_name(each), i);
-    return table;
-  }();
-  return names[static_cast<std::size_t>(kind)][k];
 }
 
 }  // namespace
@@ -140,6 +219,9 @@ int synchronous_collective(const char* what, const OpRequest& request) {
           case core::Collective::broadcast: comm.broadcast(request.recv, request.count, request.dtype, request.root); break;
           case core::Collective::allgather: comm.allgather(request.send, request.count, request.dtype, request.recv); break;
           case core::Collective::barrier: comm.barrier(); break;
+          case core::Collective::alltoall:
+          case core::Collective::reducescatter:
+            throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("{}: submit it with ringrun_submit", what));
         }
         core::clear_error();
         return RINGRUN_OK;
@@ -154,6 +236,14 @@ int synchronous_collective(const char* what, const OpRequest& request) {
 }
 
 void start_process_engine() { process_engine("ringrun_init"); }
+
+Engine& world_engine(const char* what) {
+  if (Engine* running = g_running.load(std::memory_order_acquire)) return *running;
+  std::lock_guard lock(core::process_mutex());
+  return process_engine(what);
+}
+
+std::atomic<std::uint64_t>& world_routed_calls() { return g_synchronous_calls; }
 
 void shutdown_process_engine() noexcept {
   auto& engine = engine_slot();
@@ -243,28 +333,35 @@ void ringrun_request_init(ringrun_request* request) {
 }
 
 int ringrun_submit(const ringrun_request* r, ringrun_handle* out) {
-  if (!r)
-    return ringrun::core::record_error(std::make_exception_ptr(
-        ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_submit: the request is null")));
-  OpRequest request;
-  switch (r->collective) {
-    case RINGRUN_COLLECTIVE_ALLREDUCE: request.kind = Collective::allreduce; break;
-    case RINGRUN_COLLECTIVE_BROADCAST: request.kind = Collective::broadcast; break;
-    case RINGRUN_COLLECTIVE_ALLGATHER: request.kind = Collective::allgather; break;
-    case RINGRUN_COLLECTIVE_BARRIER: request.kind = Collective::barrier; break;
-    default:
-      return ringrun::core::record_error(std::make_exception_ptr(ringrun::RuntimeError(
-          RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("ringrun_submit: unknown collective {}", static_cast<int>(r->collective)))));
+  try {
+    if (!r) throw ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_submit: the request is null");
+    OpRequest request = ringrun::engine::request_from(*r);
+    const char* name = r->collective == RINGRUN_COLLECTIVE_JOIN ? "ringrun.join" : r->name;
+    return ringrun::engine::submit_async("ringrun_submit", name, std::move(request), out, r->process_set);
+  } catch (...) {
+    return ringrun::core::record_error(std::current_exception());
   }
-  request.send = r->collective == RINGRUN_COLLECTIVE_BROADCAST ? r->recv : r->send;
-  request.recv = r->recv;
-  request.count = r->count;
-  request.dtype = r->dtype;
-  request.op = r->op;
-  request.root = r->root;
-  request.on_done = r->on_done;
-  request.on_done_arg = r->on_done_arg;
-  return ringrun::engine::submit_async("ringrun_submit", r->name, std::move(request), out);
+}
+
+int ringrun_start_timeline(const char* filename, int mark_cycles) {
+  try {
+    if (!filename) throw ringrun::RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, "ringrun_start_timeline: the file name is null");
+    ringrun::engine::world_engine("ringrun_start_timeline").start_timeline(filename, mark_cycles != 0);
+    ringrun::core::clear_error();
+    return RINGRUN_OK;
+  } catch (...) {
+    return ringrun::core::record_error(std::current_exception());
+  }
+}
+
+int ringrun_stop_timeline(void) {
+  try {
+    ringrun::engine::world_engine("ringrun_stop_timeline").stop_timeline();
+    ringrun::core::clear_error();
+    return RINGRUN_OK;
+  } catch (...) {
+    return ringrun::core::record_error(std::current_exception());
+  }
 }
 
 int ringrun_test(ringrun_handle handle, int* done) {

@@ -20,9 +20,27 @@ namespace ringrun::engine {
 
 using core::Collective;
 
+namespace {
+
+// Horovod's phase names: NEGOTIATE_ALLREDUCE, NEGOTIATE_BROADCAST, ...
+const char* negotiate_phase(Collective kind) {
+  switch (kind) {
+    case Collective::allreduce: return "NEGOTIATE_ALLREDUCE";
+    case Collective::broadcast: return "NEGOTIATE_BROADCAST";
+    case Collective::allgather: return "NEGOTIATE_ALLGATHER";
+    case Collective::barrier: return "NEGOTIATE_BARRIER";
+    case Collective::alltoall: return "NEGOTIATE_ALLTOALL";
+    case Collective::reducescatter: return "NEGOTIATE_REDUCESCATTER";
+  }
+  return "NEGOTIATE";
+}
+
+}  // namespace
+
 void Engine::execute(std::vector<Entry*>& ready) {
   // Clock reads cost about as much as a small op's bookkeeping here: only the timeline needs them.
   const auto now = timeline_ ? Clock::now() : Clock::time_point{};
+  if (joined_count_ > 0) stand_in_for_joined(ready);
   fail_mismatched(ready, now);
   complete_inline(ready);
 
@@ -78,19 +96,24 @@ void Engine::execute(std::vector<Entry*>& ready) {
 void Engine::fail_mismatched(std::vector<Entry*>& ready, Clock::time_point now) {
   for (Entry*& entry : ready) {
     const std::optional<OpShape>* submitted = shapes(*entry);
-    const bool same = entry->uniform || std::all_of(submitted, submitted + size_, [&](const auto& d) { return *d == *submitted[0]; });
+    // Ranks that joined submitted nothing (their stand-ins take the others' shape).
+    const OpShape* first = entry->uniform ? nullptr : &some_shape(*entry);
+    const bool same = entry->uniform ||
+                      std::all_of(submitted, submitted + size_, [&](const auto& d) { return !d || d->agrees_with(*first); });
     if (timeline_) {
       const std::string& name = entry_name(*entry);
       for (int r = 0; r < size_; ++r)
         timeline_->tick(name, fmt::format("rank {} ready", r), arrivals(*entry)[r]);
-      timeline_->span(name, "NEGOTIATE", entry->first_seen, now);
+      timeline_->span(name, negotiate_phase(entry->uniform ? cache_.shape(static_cast<std::size_t>(entry->bit)).kind
+                                                           : some_shape(*entry).kind),
+                      entry->first_seen, now);
     }
     if (!same || !entry->local) {
       // Group the ranks by what they submitted: every rank gets the same message.
       const std::string name = entry_name(*entry);
       std::vector<std::pair<std::string, std::vector<int>>> groups;
       for (int r = 0; r < size_; ++r) {
-        std::string what = submitted[r]->describe();
+        std::string what = submitted[r] ? submitted[r]->describe() : std::string("joined");
         auto g = std::find_if(groups.begin(), groups.end(), [&](auto& p) { return p.first == what; });
         if (g == groups.end()) groups.push_back({what, {r}});
         else g->second.push_back(r);
@@ -236,6 +259,35 @@ void Engine::allreduce_through_fusion_buffer(const std::vector<Entry*>& group, b
   }
 }
 
+void Engine::allgather_varying(Entry& entry) {
+  // Every rank's count is in the table (varying ops are never cached). Equal counts take the
+  // plain allgather into the output; different ones an allgather padded to the largest, packed
+  // into the output after it: one collective, which every transport has.
+  const OpRequest& r = entry.local->request;
+  const std::optional<OpShape>* submitted = shapes(entry);
+  std::vector<std::size_t> counts(static_cast<std::size_t>(size_));
+  std::size_t total = 0, largest = 0;
+  for (int p = 0; p < size_; ++p) {
+    counts[static_cast<std::size_t>(p)] = submitted[p]->count;
+    total += submitted[p]->count;
+    largest = std::max<std::size_t>(largest, submitted[p]->count);
+  }
+  auto* recv = static_cast<std::byte*>(r.output(total, counts));
+  if (total && !recv)
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("tensor '{}': no output buffer for the allgather", r.name));
+  if (std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c == largest; }))
+    return comm_.allgather(r.send, r.count, r.dtype, recv);
+  const std::size_t esize = core::dtype_size(r.dtype);
+  std::vector<std::byte> padded(largest * esize), gathered(largest * esize * static_cast<std::size_t>(size_));
+  if (r.count) std::memcpy(padded.data(), r.send, r.count * esize);
+  comm_.allgather_host(padded.data(), largest, r.dtype, gathered.data());
+  for (int p = 0; p < size_; ++p) {
+    const std::size_t bytes = counts[static_cast<std::size_t>(p)] * esize;
+    if (bytes) std::memcpy(recv, gathered.data() + static_cast<std::size_t>(p) * largest * esize, bytes);
+    recv += bytes;
+  }
+}
+
 void Engine::execute_single(Entry& entry, Clock::time_point ready_at) {
   const OpRequest& r = entry.local->request;
   const auto start = Clock::now();
@@ -250,10 +302,21 @@ void Engine::execute_single(Entry& entry, Clock::time_point ready_at) {
       phase = "BROADCAST";
       break;
     case Collective::allgather:
-      comm_.allgather(r.send, r.count, r.dtype, r.recv);
+      if (r.varying) allgather_varying(entry);
+      else comm_.allgather(r.send, r.count, r.dtype, r.recv);
       phase = "ALLGATHER";
       break;
     case Collective::barrier: comm_.barrier(); break;
+    case Collective::alltoall:
+      comm_.alltoall(r.send, r.to_each, r.dtype, r.output);
+      phase = "ALLTOALL";
+      break;
+    case Collective::reducescatter: {
+      const auto bounds = reducescatter_bounds(shape_of(r), size_);
+      comm_.reduce_scatter(r.send, r.recv, r.count, bounds, r.dtype, r.op);
+      phase = "REDUCESCATTER";
+      break;
+    }
   }
   if (timeline_) {
     timeline_->span(r.name, "QUEUE", ready_at, start);

@@ -31,7 +31,7 @@ Engine::Clock::time_point Engine::coarse_now() {
 }
 
 OpShape Engine::shape_of(const OpRequest& r) {
-  return OpShape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed};
+  return OpShape{r.kind, r.dtype, r.op, r.root, r.count, r.cacheable, r.routed, r.varying, r.dims};
 }
 
 bool Engine::cuda_driver_loaded(Clock::time_point coarse) {
@@ -50,7 +50,7 @@ std::size_t Engine::write_record(const RecordLayout& layout, std::vector<LocalOp
   mine_.assign(layout.fixed_bytes, std::byte{0});
   // The common case of a latency-bound program, one cached small allreduce and nothing else
   // pending: the same record, written directly (a lone op's time is mostly bookkeeping).
-  if (fresh.size() == 1 && !shutdown && !timeline_ && write_lone_record(layout, fresh[0], now)) {
+  if (fresh.size() == 1 && !shutdown && !timeline_ && !join_op_ && write_lone_record(layout, fresh[0], now)) {
 #ifdef RINGRUN_CHECKED
     const std::vector<std::byte> direct = mine_;
     mine_.assign(layout.fixed_bytes, std::byte{0});
@@ -81,7 +81,8 @@ std::size_t Engine::write_general_record(const RecordLayout& layout, std::vector
   }
   for (auto& [name, message] : stall_failures) write_stall_failure(payload, name, message);
   header.payload_bytes = static_cast<std::uint32_t>(payload.bytes().size());
-  header.flags = static_cast<std::uint8_t>((shutdown ? kFlagShutdown : 0) | (local_pending_ + fresh.size() ? kFlagPending : 0));
+  header.flags = static_cast<std::uint8_t>((shutdown ? kFlagShutdown : 0) | (local_pending_ + fresh.size() ? kFlagPending : 0) |
+                                           (join_op_ ? kFlagJoined | kFlagPending : 0));
   header.indices_wanted = static_cast<std::uint32_t>(std::min<std::size_t>(cached + header.indices_wanted, UINT32_MAX));
   header.listed = static_cast<std::uint32_t>(listed);
   write_header(mine_.data(), layout, header);
@@ -301,6 +302,7 @@ void Engine::apply_records(const RecordLayout& layout, std::size_t max_payload, 
     const auto peer_flags = record_flags(fixed);
     if (peer_flags & kFlagShutdown) shutdown_seen_[static_cast<std::size_t>(r)] = true;
     if (peer_flags & (kFlagShutdown | kFlagPending)) anyone_active_ = true;
+    note_join(r, peer_flags);
     for_each_record_bit(layout, cache_entries, fixed, false, everyone_bits_.data(),
                         [&](std::size_t bit) { apply_shape(bit_entries_[bit], r, cache_.shape(bit), now); });
     if (layout.inline_bytes) {
@@ -316,6 +318,7 @@ void Engine::apply_records(const RecordLayout& layout, std::size_t max_payload, 
     }
     if (max_payload > 0) apply_payload(r, layout, max_payload, now, stalled);
   }
+  if (joined_count_ > 0) ready_with_joined();
 }
 
 void Engine::apply_everyone_bits(const RecordLayout& layout, Clock::time_point now) {

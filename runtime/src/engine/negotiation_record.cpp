@@ -12,12 +12,48 @@ namespace ringrun::engine {
 
 using core::Collective;
 
+Dims Dims::of(const std::int64_t* dims, int ndim) {
+  Dims out;
+  if (!dims || ndim <= 0) return out;
+  out.ndim = static_cast<std::uint8_t>(std::min(ndim, 255));
+  for (int i = 0; i < ndim; ++i) {
+    const std::size_t at = std::min<std::size_t>(static_cast<std::size_t>(i), kMaxDims - 1);
+    out.d[at] = i < static_cast<int>(kMaxDims) ? dims[i] : out.d[at] * dims[i];
+  }
+  return out;
+}
+
+bool Dims::same_rows(const Dims& other) const {
+  if (ndim != other.ndim) return false;
+  for (std::size_t i = 1; i < kept(); ++i)
+    if (d[i] != other.d[i]) return false;
+  return true;
+}
+
+std::string Dims::describe(std::uint64_t count) const {
+  if (ndim == 0) return fmt::format("of {}", count);
+  std::string out = "[";
+  for (std::size_t i = 0; i < kept(); ++i) out += fmt::format("{}{}", i ? ", " : "", d[i]);
+  if (ndim > kMaxDims) out += fmt::format(" (the last {} dimensions multiplied)", ndim - kMaxDims + 1);
+  return out + "]";
+}
+
+bool OpShape::agrees_with(const OpShape& o) const {
+  if (!varying) return *this == o;
+  return kind == o.kind && dtype == o.dtype && op == o.op && root == o.root && cacheable == o.cacheable &&
+         routed == o.routed && varying == o.varying && dims.same_rows(o.dims);
+}
+
 std::string OpShape::describe() const {
+  const std::string shape = dims.describe(count);
   switch (kind) {
-    case Collective::allreduce: return fmt::format("allreduce {} {} of {}", core::dtype_name(dtype), core::op_name(op), count);
-    case Collective::broadcast: return fmt::format("broadcast {} of {} from root {}", core::dtype_name(dtype), count, root);
-    case Collective::allgather: return fmt::format("allgather {} of {}", core::dtype_name(dtype), count);
+    case Collective::allreduce: return fmt::format("allreduce {} {} {}", core::dtype_name(dtype), core::op_name(op), shape);
+    case Collective::broadcast: return fmt::format("broadcast {} {} from root {}", core::dtype_name(dtype), shape, root);
+    case Collective::allgather: return fmt::format("allgather {} {}", core::dtype_name(dtype), shape);
     case Collective::barrier: return "barrier";
+    case Collective::alltoall: return fmt::format("alltoall {} {}", core::dtype_name(dtype), shape);
+    case Collective::reducescatter:
+      return fmt::format("reducescatter {} {} {}", core::dtype_name(dtype), core::op_name(op), shape);
   }
   return "unknown collective";
 }
@@ -78,12 +114,18 @@ void write_description(Writer& payload, const std::string& name, const OpShape& 
   payload.u8(shape.cacheable ? (shape.routed ? kCacheRouted : kCacheProgram) : kCacheNone);
   payload.u32(static_cast<std::uint32_t>(shape.root));
   payload.u64(shape.count);
+  payload.u8(shape.varying ? 1 : 0);
+  payload.u8(shape.dims.ndim);
+  for (std::size_t i = 0; i < shape.dims.kept(); ++i) payload.u64(static_cast<std::uint64_t>(shape.dims.d[i]));
 }
 
 Description read_description(Reader& payload) {
   Description d;
   d.name = payload.str();
-  d.shape.kind = static_cast<Collective>(payload.u8());
+  const std::uint8_t kind = payload.u8();
+  if (kind < static_cast<std::uint8_t>(Collective::allreduce) || kind > static_cast<std::uint8_t>(Collective::reducescatter))
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: an unknown collective in a negotiation record");
+  d.shape.kind = static_cast<Collective>(kind);
   d.shape.dtype = static_cast<ringrun_dtype>(payload.u8());
   d.shape.op = static_cast<ringrun_op>(payload.u8());
   const std::uint8_t cache_room = payload.u8();
@@ -92,6 +134,11 @@ Description read_description(Reader& payload) {
   d.shape.routed = cache_room == kCacheRouted;
   d.shape.root = static_cast<std::int32_t>(payload.u32());
   d.shape.count = payload.u64();
+  const std::uint8_t varying = payload.u8();
+  if (varying > 1) throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: a malformed description in a negotiation record");
+  d.shape.varying = varying == 1;
+  d.shape.dims.ndim = payload.u8();
+  for (std::size_t i = 0; i < d.shape.dims.kept(); ++i) d.shape.dims.d[i] = static_cast<std::int64_t>(payload.u64());
   return d;
 }
 

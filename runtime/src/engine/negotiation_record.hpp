@@ -10,7 +10,8 @@
 //
 //   1. The fixed part (allgather of RecordLayout::fixed_bytes, the same size on every rank):
 //        offset  0  u32  payload bytes this rank sends in step 2 (0 on every rank: no step 2)
-//        offset  4  u8   flags: kFlagShutdown (ringrun_finalize called), kFlagPending (ops pending here)
+//        offset  4  u8   flags: kFlagShutdown (ringrun_finalize called), kFlagPending (ops pending here),
+//                        kFlagJoined (this rank called join and waits for the others to)
 //        offset  5  3 spare bytes (zero)
 //        offset  8  u32  inline bytes this rank wanted to send (sizes the next cycle's inline area)
 //        offset 12  u32  cache indices this rank wanted to list (sizes the next cycle's list)
@@ -26,7 +27,8 @@
 //                   order, each padded to kInlineAlign.
 //   2. The payload (allgather of the largest payload, each padded with zeros), only when some
 //      rank has one: a sequence of entries, each a u8 RecordType then its fields:
-//        kRecordDescription   str name, u8 kind, u8 dtype, u8 op, u8 CacheRoom, u32 root, u64 count
+//        kRecordDescription   str name, u8 kind, u8 dtype, u8 op, u8 CacheRoom, u32 root, u64 count,
+//                             u8 varying, u8 ndim, then min(ndim, Dims::kMaxDims) u64 dims
 //        kRecordStallFailure  str name, str message (rank 0 only: a stall shutdown it decided)
 //        kRecordCachedBits    u32 n, then n u32 cache bits (submitted bits past the list's slots)
 //      (str: u32 length, then the bytes; all integers little-endian as the hosts are.)
@@ -35,6 +37,8 @@
 // so the layouts agree without a round trip.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -46,6 +50,23 @@
 
 namespace ringrun::engine {
 
+// A tensor's shape as its framework has it, for the checks and messages that name shapes: up to
+// kMaxDims dimensions kept (more fold into the last one kept, as their product); ndim 0: a flat
+// buffer of `count` elements (the C API's plain calls).
+struct Dims {
+  static constexpr std::size_t kMaxDims = 8;
+  std::uint8_t ndim = 0;
+  std::array<std::int64_t, kMaxDims> d{};
+
+  static Dims of(const std::int64_t* dims, int ndim);
+  std::size_t kept() const { return std::min<std::size_t>(ndim, kMaxDims); }
+  bool operator==(const Dims&) const = default;
+  // The dimensions past the first (the shape of a row), equal: what an allgather or alltoall of
+  // different first dimensions needs.
+  bool same_rows(const Dims& other) const;
+  std::string describe(std::uint64_t count) const;  // "[17, 3]", or "of 51" when ndim is 0
+};
+
 // What a rank says about a name, apart from the name itself (no pointers): ranks must agree on it.
 struct OpShape {
   core::Collective kind = core::Collective::allreduce;
@@ -55,9 +76,15 @@ struct OpShape {
   std::uint64_t count = 0;
   bool cacheable = true;
   bool routed = false;  // OpRequest::routed: which room of the cache it takes
+  // The count (first dimension) may differ per rank: an allgather whose output is allocated once
+  // the counts are known, an alltoall.
+  bool varying = false;
+  Dims dims;
 
   bool operator==(const OpShape&) const = default;
-  std::string describe() const;  // "allreduce float32 sum of 10"
+  // What every rank must agree on: everything, except the count and first dimension of a varying op.
+  bool agrees_with(const OpShape& other) const;
+  std::string describe() const;  // "allreduce float32 sum of [17, 3]"
 };
 
 // A name with its shape: a kRecordDescription entry, and a response-cache entry.
@@ -85,7 +112,7 @@ struct RecordLayout {
 enum RecordType : std::uint8_t { kRecordDescription = 1, kRecordStallFailure = 2, kRecordCachedBits = 3 };
 // A description's cache byte: which room of the response cache the name takes, if any.
 enum CacheRoom : std::uint8_t { kCacheNone = 0, kCacheProgram = 1, kCacheRouted = 2 };
-enum Flags : std::uint8_t { kFlagShutdown = 1, kFlagPending = 2 };
+enum Flags : std::uint8_t { kFlagShutdown = 1, kFlagPending = 2, kFlagJoined = 4 };
 inline constexpr std::size_t kPayloadBytesAt = 0;
 inline constexpr std::size_t kFlagsAt = 4;
 inline constexpr std::size_t kWantedAt = 8;

@@ -86,6 +86,7 @@ void Engine::finish(LocalOp op, int code, std::string message) {
 }
 
 void Engine::complete_ok(LocalOp& op) {
+  if (op.stand_in) return;  // a joined rank's part: nobody waits for it
   // The name is free again before the op is done: a thread that sees it done may resubmit it.
   op.name_state->pending.store(false, std::memory_order_release);
   // Done, with no fence and no wake-up: nobody sleeps on it. While the engine runs, a waiter
@@ -112,7 +113,9 @@ void Engine::hand_over_finished() {
 }
 
 void Engine::reset_entry(Entry& entry) {
-  if (entry.local) {
+  if (entry.local && entry.local->stand_in) {
+    entry.local.reset();
+  } else if (entry.local) {
     entry.local.reset();
     --local_pending_;
     if (entry.bit >= 0) {
@@ -134,7 +137,7 @@ void Engine::reset_entry(Entry& entry) {
 }
 
 void Engine::fail_entry(Entry& entry, int code, const std::string& message) {
-  if (entry.local) {
+  if (entry.local && !entry.local->stand_in) {
     const std::string& name = entry_name(entry);
     finish(std::move(*entry.local), code, message.rfind("tensor '", 0) == 0 ? message : fmt::format("tensor '{}': {}", name, message));
   }
@@ -142,6 +145,10 @@ void Engine::fail_entry(Entry& entry, int code, const std::string& message) {
 }
 
 void Engine::fail_everything(int code, const std::string& message) {
+  if (join_op_) {
+    finish(std::move(*join_op_), code, fmt::format("join: {}", message));
+    join_op_.reset();
+  }
   for (Entry& entry : bit_entries_)
     if (entry.present || entry.local) fail_entry(entry, code, message);
   std::vector<Entry*> named;
@@ -150,7 +157,7 @@ void Engine::fail_everything(int code, const std::string& message) {
 }
 
 void Engine::finish_ok(Entry& entry) {
-  update_cache(entry, entry.uniform ? cache_.shape(static_cast<std::size_t>(entry.bit)) : *shapes(entry)[0]);
+  update_cache(entry, some_shape(entry));
   if (entry.local) complete_ok(*entry.local);
   reset_entry(entry);
 }

@@ -53,8 +53,18 @@ std::FILE* reopen_timeline_file(const std::string& filename) {
 Timeline::Timeline(const std::string& filename) : origin_(Clock::now()) {
   file_ = create_timeline_file(filename);
   std::fputs("[", file_);
-  event(R"J("name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "ringrun engine (rank 0)"})J");
+  write_process_name();
   flush();
+}
+
+void Timeline::write_process_name() {
+  // The wall-clock time of ts 0 too, under Horovod's key: tools line traces of several jobs up by it.
+  const auto since_epoch = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::system_clock::now().time_since_epoch() - (Clock::now() - origin_))
+                               .count();
+  event(fmt::format(R"J("name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {{"name": "ringrun engine (rank 0)", )J"
+                    R"J("start_time_since_epoch_in_micros": {}}})J",
+                    since_epoch));
 }
 
 Timeline::Timeline(const std::string& filename, const Continuation& continuation)
@@ -65,7 +75,7 @@ Timeline::Timeline(const std::string& filename, const Continuation& continuation
   } else {
     file_ = create_timeline_file(filename);
     std::fputs("[", file_);
-    event(R"J("name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "ringrun engine (rank 0)"})J");
+    write_process_name();
   }
   mark(continuation.mark, Clock::now());
   flush();

@@ -44,6 +44,7 @@ class Timeline {
 
  private:
   int row(const std::string& tensor);
+  void write_process_name();
   void event(const std::string& json_body);
   long long micros(Clock::time_point t) const;
 

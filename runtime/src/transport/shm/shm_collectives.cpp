@@ -151,29 +151,37 @@ void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void*
   publish(me.consumed);
 }
 
-void ShmTransport::reduce_scatter(const OpHeader& header, const void* send_ptr, void* recv_ptr) {
+void ShmTransport::reduce_scatter(const OpHeader& header, const void* send_ptr, void* recv_ptr,
+                                  std::span<const std::size_t> bounds) {
   const auto* send = static_cast<const char*>(send_ptr);
   auto* recv = static_cast<char*>(recv_ptr);
   const int n = group_.size(), r = group_.index;
+  const bool compact = !bounds.empty();
+  const std::size_t block = header.count / static_cast<std::size_t>(n);
+  auto block_begin = [&](int p) { return compact ? bounds[static_cast<std::size_t>(p)] : block * static_cast<std::size_t>(p); };
+  auto block_size = [&](int p) {
+    if (compact) return bounds[static_cast<std::size_t>(p) + 1] - bounds[static_cast<std::size_t>(p)];
+    return p == n - 1 ? header.count - block * static_cast<std::size_t>(n - 1) : block;
+  };
   if (n == 1) {  // the whole buffer is this rank's block (the hierarchical path has 2 or more)
     if (recv != send && header.count) std::memcpy(recv, send, header.bytes());
     return;
   }
   Control& me = control(r);
   const std::size_t esize = dtype_size(header.dtype);
-  const std::size_t block = header.count / static_cast<std::size_t>(n);
-  auto block_size = [&](int p) { return p == n - 1 ? header.count - block * static_cast<std::size_t>(n - 1) : block; };
+  std::size_t largest = 0;
+  for (int p = 0; p < n; ++p) largest = std::max(largest, block_size(p));
   // Ring chunk g holds, at p x piece, the k-th piece of block p (this rank's input) for rank p.
   const std::size_t unit = std::max<std::size_t>(1, shm::kLine / esize);
   // In whole cache lines where a ring chunk holds a line per rank (tests use tiny rings).
   std::size_t piece = std::max<std::size_t>(1, chunk_bytes(header.bytes(), 1) / esize / static_cast<std::size_t>(n));
   if (piece >= unit) piece = piece / unit * unit;
-  const std::size_t chunks = std::max<std::size_t>(1, (block_size(n - 1) + piece - 1) / piece);
+  const std::size_t chunks = std::max<std::size_t>(1, (largest + piece - 1) / piece);
   auto elements = [&](int p, std::size_t k) {
     const std::size_t size = block_size(p);
     return k * piece >= size ? 0 : std::min(piece, size - k * piece);
   };
-  auto offset = [&](int p, std::size_t k) { return (block * static_cast<std::size_t>(p) + k * piece) * esize; };
+  auto offset = [&](int p, std::size_t k) { return (block_begin(p) + k * piece) * esize; };
   const std::uint32_t first = begin_streamed(header, chunks);
   // Step s: export chunk s, reduce chunk s-1 (the last read of the peers' ring chunks).
   for (std::size_t step = 0; step < chunks + 1; ++step) {
@@ -193,7 +201,7 @@ void ShmTransport::reduce_scatter(const OpHeader& header, const void* send_ptr, 
       const std::uint32_t g = first + static_cast<std::uint32_t>(k);
       wait_all(&Control::chunk_arrived, g, "allreduce");
       const char* in = send + offset(r, k);
-      char* out = recv + offset(r, k);
+      char* out = recv + (compact ? k * piece * esize : offset(r, k));
       auto source = [&](int p) -> const char* { return p == r ? in : ring(p, g) + piece * esize * r; };
       // In rank order, as the allreduce does, so both give the same bits. With more than two ranks
       // the partial sums go to this rank's own (unused) place in its ring chunk: out may be in.

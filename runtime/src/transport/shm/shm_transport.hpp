@@ -74,8 +74,10 @@ class ShmTransport final : public Transport {
   // Reduces every rank's count elements (header: an allreduce's) and leaves in recv only this
   // rank's block: elements [i q, (i+1) q) for group index i, q = count / ranks, the last block up
   // to count; the rest of recv is not written. recv may be send. One pass over the input: the
-  // hierarchical allreduce's first phase.
-  void reduce_scatter(const OpHeader& header, const void* send, void* recv);
+  // hierarchical allreduce's first phase. With bounds (one offset per group index and the count),
+  // block i is [bounds[i], bounds[i+1]) and recv holds this rank's block alone (the reducescatter
+  // collective).
+  void reduce_scatter(const OpHeader& header, const void* send, void* recv, std::span<const std::size_t> bounds = {});
   // One round in which every rank of the group posts its header, returning the group's verdict on
   // them instead of throwing (the same on every rank of the group): the barrier, and the
   // hierarchical transport's first step of every call (the step across hosts carries the verdict

@@ -26,7 +26,7 @@ bool decode_op_header(const unsigned char* in, OpHeader* h) {
   if (net::get_u32(in) != kHeaderMagic) return false;
   // Range checks before the casts: an out-of-range value loaded as an enum is undefined behaviour.
   const unsigned kind = in[4], dtype = in[5], op = in[6];
-  if (kind < static_cast<unsigned>(Collective::allreduce) || kind > static_cast<unsigned>(Collective::barrier))
+  if (kind < static_cast<unsigned>(Collective::allreduce) || kind > static_cast<unsigned>(Collective::reducescatter))
     return false;
   if (dtype > static_cast<unsigned>(RINGRUN_BOOL) || op > static_cast<unsigned>(RINGRUN_PRODUCT)) return false;
   h->kind = static_cast<Collective>(kind);

@@ -6,6 +6,8 @@
 // doubling (log2 n rounds with one peer each, the data reduced on the way).
 #pragma once
 
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "transport/tcp/tcp_mesh.hpp"
@@ -40,6 +42,19 @@ class TcpTransport final : public Transport {
                 const HeaderVerdict& seed = {}, int divisor = 0);
   // The allgather without its header check, for a caller that has made it (the hierarchical one).
   void allgather_ring(const OpHeader& header, const void* send, void* recv);
+
+  // tcp_scatter.cpp: the collectives in which every rank ends with a piece of its own.
+  // The receive side of an alltoall, once every rank's count for this one is known: a buffer for
+  // `total` elements, from_each[i] of them from group index i in index order.
+  using AlltoallOutput = std::function<void*(std::size_t total, std::span<const std::size_t> from_each)>;
+  // send holds to_each[i] elements for group index i, in index order (to_each: one per rank).
+  // Moves exactly those bytes: one transfer per pair of ranks, all at once.
+  void alltoall(const OpHeader& header, const void* send, std::span<const std::size_t> to_each,
+                const AlltoallOutput& output);
+  // Reduces every rank's header.count elements and leaves block i = [bounds[i], bounds[i+1]) on
+  // group index i, in recv (that block alone). A ring: every rank sends and receives (n-1)/n of
+  // the data once, half of what an allreduce moves.
+  void reduce_scatter(const OpHeader& header, const void* send, void* recv, std::span<const std::size_t> bounds);
 
   // Allreduces of at most this many bytes use the direct exchange.
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
