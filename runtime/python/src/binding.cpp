@@ -5,28 +5,15 @@
 // a data loader's) run meanwhile. Failures raise: ValueError for a bad argument or a call
 // before init(), ringrun._ringrun.InternalError (a RuntimeError) for everything a peer or the
 // collective itself caused (mismatch, dead peer, stall shutdown, timeout).
+#include "binding.hpp"
+
 #include <chrono>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-
-#include "ringrun/ringrun.h"
-
-namespace py = pybind11;
-
-namespace {
-
-// Raised for every error a collective reports that is not the caller's argument (a peer, the
-// collective, the engine): the Python side exports it as InternalError/HorovodInternalError.
-struct InternalError : std::runtime_error {
-  int code;
-  InternalError(int c, const std::string& message) : std::runtime_error(message), code(c) {}
-};
+namespace ringrun::python {
 
 bool initialized() { return ringrun_transport_name() != nullptr; }
 
@@ -43,6 +30,14 @@ void check(int code) {
     throw py::value_error(message + " (call ringrun.torch.init() first)");
   throw InternalError(code, message);
 }
+
+}  // namespace ringrun::python
+
+namespace {
+
+using ringrun::python::check;
+using ringrun::python::InternalError;
+using ringrun::python::initialized;
 
 const void* as_ptr(std::uintptr_t address) { return reinterpret_cast<const void*>(address); }
 void* as_mut(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
@@ -81,9 +76,15 @@ void define_queries(py::module_& m) {
   });
 #ifdef RINGRUN_PY_NCCL
   m.attr("NCCL_BUILT") = true;
+  m.attr("NCCL_VERSION") = RINGRUN_PY_NCCL_VERSION;
 #else
   m.attr("NCCL_BUILT") = false;
+  m.attr("NCCL_VERSION") = 0;
 #endif
+  m.def("start_timeline",
+        [](const std::string& filename, bool mark_cycles) { check(ringrun_start_timeline(filename.c_str(), mark_cycles ? 1 : 0)); },
+        py::arg("filename"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] { check(ringrun_stop_timeline()); });
 }
 
 void define_synchronous(py::module_& m) {
@@ -138,8 +139,6 @@ void define_async(py::module_& m) {
           return from_handle(handle);
         },
         py::arg("name"), py::arg("send"), py::arg("count"), py::arg("dtype"), py::arg("recv"));
-  m.def("wait", [](std::uintptr_t handle) { check(ringrun_wait(to_handle(handle))); }, Release(),
-        "Waits for the op and releases its handle; raises its error.");
   m.def("test",
         [](std::uintptr_t handle) {
           int done = 0;
@@ -191,7 +190,8 @@ PYBIND11_MODULE(_ringrun, m) {
   });
   for (auto [name, value] : {std::pair{"FLOAT32", RINGRUN_FLOAT32}, {"FLOAT64", RINGRUN_FLOAT64},
                              {"FLOAT16", RINGRUN_FLOAT16}, {"BFLOAT16", RINGRUN_BFLOAT16}, {"INT32", RINGRUN_INT32},
-                             {"INT64", RINGRUN_INT64}, {"UINT8", RINGRUN_UINT8}})
+                             {"INT64", RINGRUN_INT64}, {"UINT8", RINGRUN_UINT8}, {"INT8", RINGRUN_INT8},
+                             {"INT16", RINGRUN_INT16}, {"BOOL", RINGRUN_BOOL}})
     m.attr(name) = static_cast<int>(value);
   for (auto [name, value] : {std::pair{"SUM", RINGRUN_SUM}, {"AVERAGE", RINGRUN_AVERAGE}, {"MIN", RINGRUN_MIN},
                              {"MAX", RINGRUN_MAX}, {"PRODUCT", RINGRUN_PRODUCT}})
@@ -199,5 +199,6 @@ PYBIND11_MODULE(_ringrun, m) {
   define_queries(m);
   define_synchronous(m);
   define_async(m);
+  ringrun::python::define_submission(m);
   define_elastic(m);
 }

@@ -10,6 +10,11 @@ import threading
 import torch
 
 from ringrun import _ringrun
+from ringrun import process_sets as _process_sets
+from ringrun.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
+from ringrun.torch.version import check_torch_version
+
+check_torch_version(torch.__version__)
 
 InternalError = _ringrun.InternalError
 InternalError.__doc__ = (
@@ -32,8 +37,8 @@ class HostsUpdatedInterrupt(RuntimeError):
         self.skip_sync = skip_sync
 
 
-# Reduction ops, as horovod.torch names them. Average divides the sum by size() (integer division
-# on integer dtypes).
+# Reduction ops, as horovod.torch names them. Average divides the sum by the number of ranks of the
+# op's process set (integer division on integer dtypes).
 Sum = _ringrun.SUM
 Average = _ringrun.AVERAGE
 Min = _ringrun.MIN
@@ -51,43 +56,38 @@ _DTYPES = {
     torch.int32: _ringrun.INT32,
     torch.int64: _ringrun.INT64,
     torch.uint8: _ringrun.UINT8,
+    torch.int8: _ringrun.INT8,
+    torch.int16: _ringrun.INT16,
+    torch.bool: _ringrun.BOOL,
 }
-
-
-class _GlobalProcessSet:
-    """All ranks: the only process set ringrun has."""
-
-    process_set_id = 0
-
-    def __repr__(self):
-        return "global_process_set"
-
-
-global_process_set = _GlobalProcessSet()
 
 
 def init(comm=None, process_sets=None):
     """Joins this process to the job that ``ringrun`` started (rendezvous with every rank).
 
-    Safe to call again. ``comm`` (an MPI communicator) and ``process_sets`` are Horovod options
-    that ringrun does not have: passing them raises NotImplementedError.
+    ``process_sets``: ProcessSet objects (or lists of global ranks) to register at once, in the
+    same order on every rank, as ``add_process_set`` would; ``"dynamic"`` (Horovod's switch for
+    adding sets later) is accepted and changes nothing, as sets can always be added. Safe to call
+    again. ``comm`` (an MPI communicator) is Horovod's option for running inside an MPI program:
+    ringrun has no MPI controller, so it raises NotImplementedError.
     """
     if comm is not None:
         raise NotImplementedError("ringrun.torch.init(comm=...): ringrun does not run over an MPI communicator; "
-                                  "start the program with ringrun and call init() without arguments")
-    if process_sets not in (None, [], ()):
-        raise NotImplementedError("ringrun.torch.init(process_sets=...): process sets are not supported; "
-                                  "every collective runs over all ranks")
+                                  "start the program with ringrun and use process_sets= for subsets of ranks")
+    first = not _ringrun.is_initialized()
     _ringrun.init()
     _register_shutdown()
+    if first:
+        _process_sets._init_process_sets(None if isinstance(process_sets, str) else process_sets)
 
 
 def shutdown():
     """Stops the runtime: pending async ops fail, the connections close. Collective; at exit too."""
-    with _lock:
-        _pending.clear()
-    if _ringrun.is_initialized():
-        _ringrun.finalize()
+    try:
+        if _ringrun.is_initialized():
+            _ringrun.finalize()
+    finally:
+        _drop_pending()  # after the engine stopped: nothing writes into their outputs any more
 
 
 def is_initialized():
@@ -131,13 +131,13 @@ def is_homogeneous():
 
 
 def nccl_built():
-    """True when this build reduces CUDA tensors with NCCL."""
-    return bool(_ringrun.NCCL_BUILT)
+    """The NCCL version this build reduces CUDA tensors with (e.g. 22809 for 2.28.9), or 0 without NCCL."""
+    return int(_ringrun.NCCL_VERSION)
 
 
 def cuda_built():
     """True when this build handles CUDA tensors (through NCCL)."""
-    return nccl_built()
+    return nccl_built() > 0
 
 
 def rocm_built():
@@ -165,9 +165,33 @@ def gloo_enabled():
     return False
 
 
+def ccl_built():
+    """False: ringrun has no oneCCL build."""
+    return False
+
+
+def ddl_built():
+    """False: ringrun has no IBM DDL build."""
+    return False
+
+
 def mpi_threads_supported():
     """False: see mpi_built()."""
     return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing the Chrome trace of every op (rank 0 writes it) to ``file_path``, replacing
+    any timeline already being written. ``mark_cycles``: mark each negotiation cycle that had work.
+    The same as ``ringrun --timeline-filename`` from the start; call it on every rank."""
+    if not file_path:
+        raise ValueError("start_timeline: file_path is empty")
+    _ringrun.start_timeline(str(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    """Stops writing the timeline and closes its file (valid JSON). Call it on every rank."""
+    _ringrun.stop_timeline()
 
 
 _shutdown_registered = False
@@ -202,9 +226,13 @@ def _op_code(op, average, what):
     return op
 
 
-def _check_process_set(process_set, what):
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError(f"{what}: process sets are not supported; every collective runs over all ranks")
+def _set_id(process_set, what):
+    """The runtime's id of a process_set argument (0: every rank)."""
+    return _process_sets._id_of(process_set, what)
+
+
+def _set_size(process_set):
+    return size() if process_set is None or process_set is global_process_set else process_set.size()
 
 
 def _dtype_code(tensor, what):
@@ -238,27 +266,18 @@ def _check_tensor(tensor, what):
     return _dtype_code(tensor, what)
 
 
-# Automatic names: every rank numbers its unnamed ops of each kind in call order, so the names match
-# as long as the ranks call them in the same order (as Horovod requires).
-_counters = {}
+# Guards the pending ops (and submission's automatic names).
 _lock = threading.Lock()
 
 
-def _auto_name(kind, name):
-    if name is not None:
-        return str(name)
-    with _lock:
-        counter = _counters.setdefault(kind, itertools.count())
-        return f"{kind}.noname.{next(counter)}"
-
-
 class _Pending:
-    """One submitted op: its C handles, the tensors they use, and what completes the result."""
+    """One submitted op: its C handles not yet waited for, the tensors and outputs they use, and
+    what completes the result."""
 
     __slots__ = ("handles", "keep", "finish")
 
     def __init__(self, handles, keep, finish):
-        self.handles = handles
+        self.handles = list(handles)
         self.keep = keep
         self.finish = finish
 
@@ -283,23 +302,40 @@ def poll(handle):
     return all(_ringrun.test(h) for h in pending.handles)
 
 
+def _wait_all(pending):
+    """Waits for every C handle of an op, releasing each; the first error is raised once all are
+    done. A KeyboardInterrupt (or another signal handler's exception) leaves the handles not yet
+    done in place, so the op can be synchronized again or dropped at shutdown."""
+    error = None
+    while pending.handles:
+        try:
+            _ringrun.wait(pending.handles[0])
+        except (ValueError, RuntimeError) as e:  # the op's error: the handle is released
+            error = error or e
+        pending.handles.pop(0)
+    if error is not None:
+        raise error
+
+
 def synchronize(handle):
     """Waits for the op behind the handle and returns its output tensor(s).
 
-    Raises InternalError when the op failed (on every rank), ValueError for an unknown handle.
+    Raises InternalError when the op failed (on every rank); returns None for a handle that is
+    unknown or synchronized already, as Horovod does. Ctrl-C interrupts the wait
+    (KeyboardInterrupt) within a tenth of a second; the op stays pending.
     """
     with _lock:
-        pending = _pending.pop(handle, None)
+        pending = _pending.get(handle)
     if pending is None:
-        raise ValueError(f"synchronize: handle {handle} is unknown or already synchronized")
-    error = None
-    for h in pending.handles:  # every handle is waited (and released), even after a failure
-        try:
-            _ringrun.wait(h)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            error = error or e
-    if error is not None:
-        raise error
+        return None
+    try:
+        _wait_all(pending)
+    except (ValueError, RuntimeError):
+        with _lock:
+            _pending.pop(handle, None)
+        raise
+    with _lock:
+        _pending.pop(handle, None)
     return pending.finish()
 
 
@@ -310,20 +346,12 @@ def _completed(value):
 
 def _drop_pending():
     """Waits for (and releases) every pending op's C handles, ignoring their errors: before an
-    elastic reset, whose failed ops the caller will never synchronize."""
+    elastic reset and after shutdown, whose failed ops the caller will never synchronize."""
     with _lock:
         pending = list(_pending.values())
         _pending.clear()
     for p in pending:
-        for h in p.handles:
-            try:
-                _ringrun.wait(h)
-            except Exception:  # noqa: BLE001 - the op belonged to the world being left
-                pass
-
-
-def _reset_names():
-    """Restarts the automatic op names, so that survivors of a reset and a process that joins the
-    new world name their unnamed ops alike."""
-    with _lock:
-        _counters.clear()
+        try:
+            _wait_all(p)
+        except Exception:  # noqa: BLE001 - the op belonged to the world being left
+            pass

@@ -1,11 +1,12 @@
 """Model, optimizer and object broadcasts: horovod.torch's functions over ringrun's collectives."""
 
+import ctypes
 import pickle
 
-import numpy as np
 import torch
 
-from ringrun.torch.mpi_ops import allgather, broadcast_, broadcast_async_, rank, size, synchronize
+from ringrun.torch.basics import global_process_set, rank, synchronize
+from ringrun.torch.gather_ops import allgather, broadcast_, broadcast_async_
 
 __all__ = ['broadcast_parameters', 'broadcast_optimizer_state', 'broadcast_object',
            'allgather_object']
@@ -41,23 +42,26 @@ def broadcast_parameters(params, root_rank):
 
 
 def _zero_step(optimizer):
-    """Create a fresh optimizer's state with one step on zero gradients, leaving the
-    parameters and gradients as they were."""
+    """Create a fresh optimizer's state with one step on zero gradients, leaving the parameters
+    as they were. Parameters that require a gradient keep the zero one, as Horovod leaves them
+    (the others keep None)."""
     saved = []
     for group in optimizer.param_groups:
         for p in group['params']:
             if p.requires_grad:
-                saved.append((p, p.detach().clone(), p.grad))
-                p.grad = torch.zeros_like(p)
+                saved.append((p, p.detach().clone()))
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                else:
+                    p.grad.zero_()
     if getattr(optimizer, '_ringrun_distributed', False):
         # A DistributedOptimizer's own step() would allreduce: take the wrapped class's step.
         super(optimizer.__class__, optimizer).step()
     else:
         optimizer.step()
     with torch.no_grad():
-        for p, value, grad in saved:
+        for p, value in saved:
             p.copy_(value)  # the zero step may still move parameters (weight decay)
-            p.grad = grad
 
 
 def broadcast_optimizer_state(optimizer, root_rank):
@@ -104,49 +108,59 @@ def broadcast_optimizer_state(optimizer, root_rank):
 
 
 def _to_bytes_tensor(obj):
-    return torch.from_numpy(np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy())
+    return torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
 
 
-def broadcast_object(obj, root_rank=0, name=None):
-    """Return root_rank's obj on every rank (any picklable object, e.g. a state_dict or epoch).
+def _from_bytes(tensor):
+    tensor = tensor.contiguous()
+    return pickle.loads(ctypes.string_at(tensor.data_ptr(), tensor.numel()))
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Return root_rank's obj on every rank of the set (any picklable object, e.g. a state_dict or
+    an epoch).
 
     Arguments:
         obj: the object to send (ignored on the other ranks).
-        root_rank: the rank that sends.
+        root_rank: the (global) rank that sends.
         name: the broadcasts' name, the same on every rank; default 'broadcast_object' (not the
             type's name as in Horovod, so that ranks passing None instead of obj still match).
+        process_set: the ranks that take part (default: every rank).
     """
     if name is None:
         name = 'broadcast_object'
     if rank() == root_rank:
         data = _to_bytes_tensor(obj)
         length = torch.tensor([data.numel()], dtype=torch.int64)
-        broadcast_(length, root_rank, name=name + '.sz')
+        broadcast_(length, root_rank, name=name + '.sz', process_set=process_set)
     else:
         length = torch.zeros(1, dtype=torch.int64)
-        broadcast_(length, root_rank, name=name + '.sz')
+        broadcast_(length, root_rank, name=name + '.sz', process_set=process_set)
         data = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(data, root_rank, name=name + '.t')
+    broadcast_(data, root_rank, name=name + '.t', process_set=process_set)
     if rank() == root_rank:
         return obj
-    return pickle.loads(data.numpy().tobytes())
+    return _from_bytes(data)
 
 
-def allgather_object(obj, name=None):
-    """Return the list of every rank's obj, indexed by rank (objects may differ per rank).
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Return the list of every rank's obj, indexed by rank within the set (objects may differ
+    per rank).
 
     Arguments:
         obj: this rank's picklable object.
         name: the allgathers' name, the same on every rank; default 'allgather_object' (not the
             type's name as in Horovod, so that objects of different types still match).
+        process_set: the ranks that take part (default: every rank).
     """
     if name is None:
         name = 'allgather_object'
     data = _to_bytes_tensor(obj)
-    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=name + '.sz').tolist()
-    gathered = allgather(data, name=name + '.t').numpy()
+    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=name + '.sz',
+                      process_set=process_set).tolist()
+    gathered = allgather(data, name=name + '.t', process_set=process_set)
     objects, start = [], 0
     for n in sizes:
-        objects.append(pickle.loads(gathered[start:start + n].tobytes()))
+        objects.append(_from_bytes(gathered[start:start + n]))
         start += n
     return objects

@@ -1,100 +1,138 @@
-"""Allgather, broadcast, alltoall, reducescatter, join and barrier, as horovod.torch names them.
+"""Allgather, broadcast, alltoall, reducescatter (single and grouped), join and barrier, as
+horovod.torch names them.
 
-Allgather takes a different first dimension on each rank: the ranks first exchange their shapes
-(one small allgather), then gather the tensors padded to the largest first dimension through the
-engine and drop the padding. Alltoall and reducescatter are built on allgather and allreduce: they
-move more bytes than a dedicated algorithm would (alltoall every rank's whole tensor,
-reducescatter the whole reduced tensor) and are meant for small and medium tensors.
+Each is one native collective of the engine: an allgather whose first dimension differs per rank
+learns every rank's count in the negotiation and fills an output it sizes then (no size exchange
+before it, no padding); alltoall moves each rank's rows straight to their rank; reducescatter
+leaves each rank its own rows of the reduction (half the bytes of an allreduce). Roots are global
+ranks, also within a process set, as in Horovod.
 """
-
-import time
 
 import torch
 
 from ringrun import _ringrun
-from ringrun.torch.basics import (Average, Sum, _add_pending, _auto_name, _check_dense, _check_process_set,
-                                  _check_tensor, _completed, _op_code, global_process_set, rank, size,
-                                  synchronize)
+from ringrun.torch.basics import (Average, Sum, _add_pending, _check_dense, _completed, _op_code, _set_size,
+                                  global_process_set, rank, synchronize)
 from ringrun.torch.compression import Compression
+from ringrun.torch.reduce_ops import allreduce, grouped_allreduce
+from ringrun.torch.submission import output_tensor, scale, submit
 
 
 def _row_shape(tensor):
     return tuple(tensor.shape[1:]) if tensor.dim() > 0 else ()
 
 
-def _exchange_shapes(tensor, what):
-    """Every rank's first dimension; ValueError on every rank when the other dimensions differ."""
-    rows = tensor.shape[0] if tensor.dim() > 0 else 1
-    row = _row_shape(tensor)
-    mine = torch.tensor([rows, tensor.dim(), hash(row) & 0x7FFFFFFFFFFFFFFF], dtype=torch.int64)
-    every = torch.empty(size() * 3, dtype=torch.int64)
-    _ringrun.allgather(mine.data_ptr(), 3, _ringrun.INT64, every.data_ptr())
-    every = every.view(size(), 3)
-    if not bool((every[:, 1:] == every[0, 1:]).all()):
-        raise ValueError(f"{what}: tensors must have the same number of dimensions and the same shape beyond the "
-                         f"first on every rank; this rank's shape is {tuple(tensor.shape)}")
-    return every[:, 0].tolist()
+def _set_rank(process_set):
+    return rank() if process_set is None or process_set is global_process_set else process_set.rank()
+
+
+# ---------------------------------------------------------------------------------------------
+# Allgather
+
+def _submit_allgather(tensor, name, process_set, what):
+    """Submits one allgather; returns (C handle, kept, finish)."""
+    _check_dense(tensor, what)
+    device = tensor.device
+    source = tensor.contiguous() if tensor.dim() > 0 else tensor.reshape(1)
+    if device.type != "cpu":  # the engine sizes the output in host memory
+        source = source.cpu()
+    row = _row_shape(source)
+    handle, output = submit(_ringrun.ALLGATHER, what, source, name=name, process_set=process_set, variable=True)
+    return handle, (source, output), lambda: output_tensor(output, tensor.dtype, row, device)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    """Starts gathering ``tensor`` from every rank, concatenated on the first dimension in rank
-    order (the first dimension may differ per rank); returns a handle for synchronize()."""
-    _check_process_set(process_set, "allgather_async")
-    code = _check_tensor(tensor, "allgather_async")
-    name = _auto_name("allgather", name)
-    counts = _exchange_shapes(tensor, "allgather_async")
-    row = _row_shape(tensor)
-    largest = max(counts)
-    source = tensor.contiguous() if tensor.dim() > 0 else tensor.reshape(1)
-    if any(c != largest for c in counts):
-        padded = torch.zeros((largest,) + row, dtype=tensor.dtype, device=tensor.device)
-        padded[:counts[rank()]] = source
-        source = padded
-    gathered = torch.empty((largest * size(),) + row, dtype=tensor.dtype, device=tensor.device)
-    handle = _ringrun.allgather_async(name, source.data_ptr(), source.numel(), code, gathered.data_ptr())
-
-    def finish():
-        if all(c == largest for c in counts):
-            return gathered
-        return torch.cat([gathered[r * largest:r * largest + c] for r, c in enumerate(counts)])
-
-    return _add_pending((handle,), (source, gathered), finish)
+    """Starts gathering ``tensor`` from every rank of the set, concatenated on the first dimension
+    in rank order (the first dimension may differ per rank); returns a handle for synchronize()."""
+    handle, keep, finish = _submit_allgather(tensor, name, process_set, "allgather_async")
+    return _add_pending((handle,), keep, finish)
 
 
 class _Allgather(torch.autograd.Function):
-    """Allgather whose gradient is this rank's rows of the summed output gradient."""
+    """Allgather whose gradient is this rank's rows of the averaged output gradient (Horovod's)."""
 
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
-        return synchronize(allgather_async(tensor, name))
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        from ringrun.torch.mpi_ops import allreduce
-        grad = allreduce(grad_output, op=Sum)
-        rows = torch.tensor([ctx.rows], dtype=torch.int64)
-        every = synchronize(allgather_async(rows))
-        offset = int(every[:rank()].sum()) if rank() else 0
-        return grad.narrow(0, offset, ctx.rows), None
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        every = allgather(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ctx.process_set)
+        me = _set_rank(ctx.process_set)
+        offset = int(every[:me].sum()) if me else 0
+        return grad.narrow(0, offset, ctx.rows), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
-    """Returns ``tensor`` from every rank concatenated on the first dimension in rank order; the
-    first dimension may differ per rank, the others must match. Differentiable."""
-    _check_process_set(process_set, "allgather")
-    return _Allgather.apply(tensor, name)
+    """Returns ``tensor`` from every rank of the set concatenated on the first dimension in rank
+    order; the first dimension may differ per rank, the others must match. Differentiable."""
+    return _Allgather.apply(_check_dense(tensor, "allgather"), name, process_set)
 
 
-def _broadcast_async(tensor, output, root_rank, name, what):
-    code = _check_tensor(tensor, what)
-    if not 0 <= root_rank < size():
-        raise ValueError(f"{what}: root_rank {root_rank} is not a rank of this job (0..{size() - 1})")
-    name = _auto_name("broadcast", name)
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts allgathers of a list of tensors as one group; synchronize() returns the list."""
+    tensors = list(tensors)
+    if not tensors:
+        return _completed([])
+    parts = [_submit_allgather(t, f"{name}.{i}" if name is not None else None, process_set, "grouped_allgather_async")
+             for i, t in enumerate(tensors)]
+    return _add_pending(tuple(h for h, _, _ in parts), [k for _, k, _ in parts], lambda: [f() for _, _, f in parts])
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
+        rows = [torch.tensor([r], dtype=torch.int64) for r in ctx.rows]
+        every = grouped_allgather(rows, process_set=ctx.process_set)
+        me = _set_rank(ctx.process_set)
+        result = []
+        for grad, counts, mine in zip(grads, every, ctx.rows):
+            offset = int(counts[:me].sum()) if me else 0
+            result.append(grad.narrow(0, offset, mine))
+        return (None, None, *result)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Returns the allgathers of a list of tensors, gathered as one group. Differentiable."""
+    tensors = [_check_dense(t, "grouped_allgather") for t in tensors]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return list(_GroupedAllgather.apply(name, process_set, *tensors))
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# ---------------------------------------------------------------------------------------------
+# Broadcast
+
+def _root_in_set(root_rank, process_set, what):
+    """The root's index in the set (roots are global ranks); ValueError when it is not a member."""
+    if not isinstance(root_rank, int) or isinstance(root_rank, bool):
+        raise ValueError(f"{what}: root_rank must be an int, got {root_rank!r}")
+    if process_set is None or process_set is global_process_set:
+        if not 0 <= root_rank < _set_size(process_set):
+            raise ValueError(f"{what}: root_rank {root_rank} is not a rank of this job (0..{_set_size(process_set) - 1})")
+        return root_rank
+    if process_set.ranks is None or root_rank not in process_set.ranks:
+        raise ValueError(f"{what}: root_rank {root_rank} is not in {process_set}")
+    return process_set.ranks.index(root_rank)
+
+
+def _broadcast_async(tensor, output, root_rank, name, process_set, what):
+    _check_dense(tensor, what)
+    root = _root_in_set(root_rank, process_set, what)
     buffer = output if output.is_contiguous() else tensor.contiguous().clone()
     if buffer is not tensor:
         buffer.copy_(tensor)
-    handle = _ringrun.broadcast_async(name, buffer.data_ptr(), buffer.numel(), code, root_rank)
+    handle, _ = submit(_ringrun.BROADCAST, what, buffer, buffer, name, root=root, process_set=process_set)
 
     def finish():
         if buffer is not output:
@@ -105,125 +143,231 @@ def _broadcast_async(tensor, output, root_rank, name, what):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts broadcasting ``tensor`` of ``root_rank`` into a new tensor on every rank."""
-    _check_process_set(process_set, "broadcast_async")
+    """Starts broadcasting ``tensor`` of ``root_rank`` (a global rank) into a new tensor on every
+    rank of the set."""
     output = torch.empty_like(_check_dense(tensor, "broadcast_async"), memory_format=torch.contiguous_format)
-    return _broadcast_async(tensor, output, root_rank, name, "broadcast_async")
+    return _broadcast_async(tensor, output, root_rank, name, process_set, "broadcast_async")
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts broadcasting ``tensor`` of ``root_rank`` into ``tensor`` on every other rank."""
-    _check_process_set(process_set, "broadcast_async_")
-    return _broadcast_async(tensor, tensor, root_rank, name, "broadcast_async_")
+    """Starts broadcasting ``tensor`` of ``root_rank`` into ``tensor`` on every other rank of the set."""
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set, "broadcast_async_")
 
 
 class _Broadcast(torch.autograd.Function):
-    """Broadcast whose gradient is the summed gradient on the root rank and zero elsewhere."""
+    """Broadcast whose gradient is the averaged gradient on the root rank and zero elsewhere."""
 
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
+    def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank = root_rank
-        return synchronize(broadcast_async(tensor, root_rank, name))
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        from ringrun.torch.mpi_ops import allreduce
-        grad = allreduce(grad_output, op=Sum)
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if rank() != ctx.root_rank:
             grad = grad * 0
-        return grad, None, None
+        return grad, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """Returns ``tensor`` of ``root_rank`` on every rank; the input is not modified. Differentiable."""
-    _check_process_set(process_set, "broadcast")
-    return _Broadcast.apply(tensor, root_rank, name)
+    """Returns ``tensor`` of ``root_rank`` on every rank of the set; the input is not modified.
+    Differentiable."""
+    return _Broadcast.apply(_check_dense(tensor, "broadcast"), root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Overwrites ``tensor`` with ``root_rank``'s on every rank and returns it."""
+    """Overwrites ``tensor`` with ``root_rank``'s on every rank of the set and returns it."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def _even_splits(rows, what):
-    if rows % size():
-        raise ValueError(f"{what}: without splits the first dimension ({rows}) must divide evenly by size() "
-                         f"({size()}); pass splits")
-    return [rows // size()] * size()
+# ---------------------------------------------------------------------------------------------
+# Alltoall
+
+def _splits_list(splits, rows, set_size, what):
+    if splits is None:
+        if rows % set_size:
+            raise ValueError(f"{what}: without splits the first dimension ({rows}) must divide evenly by the number "
+                             f"of ranks ({set_size}); pass splits")
+        return None
+    if isinstance(splits, torch.Tensor):
+        if splits.dtype.is_floating_point or splits.dtype == torch.bool:
+            raise ValueError(f"{what}: splits must be integers, got a {splits.dtype} tensor")
+        splits = splits.tolist()
+    splits = [int(s) for s in splits]
+    if len(splits) != set_size or any(s < 0 for s in splits) or sum(splits) != rows:
+        raise ValueError(f"{what}: splits {splits} must hold one non-negative count per rank ({set_size}) adding up "
+                         f"to the first dimension ({rows})")
+    return splits
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall: rank r receives the ``splits[r]`` rows of every rank's tensor meant for
-    it. synchronize() returns (output, received_splits)."""
-    _check_process_set(process_set, "alltoall_async")
-    _check_tensor(tensor, "alltoall_async")
+    it (evenly split without splits). synchronize() returns (output, received_splits)."""
+    _check_dense(tensor, "alltoall_async")
     if tensor.dim() == 0:
         raise ValueError("alltoall_async: the tensor needs at least one dimension")
-    rows = tensor.shape[0]
-    splits = _even_splits(rows, "alltoall_async") if splits is None else [int(s) for s in torch.as_tensor(splits).tolist()]
-    if len(splits) != size() or any(s < 0 for s in splits) or sum(splits) != rows:
-        raise ValueError(f"alltoall_async: splits {splits} must hold size() ({size()}) non-negative counts "
-                         f"that add up to the first dimension ({rows})")
-    name = _auto_name("alltoall", name)
-    every_splits = synchronize(allgather_async(torch.tensor([splits], dtype=torch.int64), name + ".splits"))
-    gathered = synchronize(allgather_async(tensor, name))
-    me = rank()
-    pieces, received, start = [], [], 0
-    for r in range(size()):
-        row = every_splits[r].tolist()
-        offset = start + sum(row[:me])
-        pieces.append(gathered[offset:offset + row[me]])
-        received.append(row[me])
-        start += sum(row)
-    return _completed((torch.cat(pieces), torch.tensor(received, dtype=torch.int32)))
+    splits = _splits_list(splits, tensor.shape[0], _set_size(process_set), "alltoall_async")
+    device = tensor.device
+    source = tensor.contiguous() if device.type == "cpu" else tensor.contiguous().cpu()
+    row = _row_shape(source)
+    handle, output = submit(_ringrun.ALLTOALL, "alltoall_async", source, name=name, process_set=process_set,
+                            splits=splits, variable=True)
+
+    def finish():
+        return output_tensor(output, tensor.dtype, row, device), torch.tensor(output.rows, dtype=torch.int32)
+
+    return _add_pending((handle,), (source, output), finish)
+
+
+class _Alltoall(torch.autograd.Function):
+    """Alltoall whose gradient is the alltoall of the output's gradient back, by received splits."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.process_set = process_set
+        ctx.received = received
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *ignored):
+        grad, _ = synchronize(alltoall_async(grad_output.contiguous(), ctx.received, None, ctx.process_set))
+        return grad, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Scatters the rows of ``tensor`` to the ranks (``splits[r]`` rows to rank r, evenly when no
-    splits are given) and gathers what every rank sent here, in rank order. Returns the output, and
-    with ``splits`` also the number of rows received from each rank."""
-    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+    """Scatters the rows of ``tensor`` to the ranks of the set (``splits[r]`` rows to rank r,
+    evenly when no splits are given) and gathers what every rank sent here, in rank order.
+    Returns the output, and with ``splits`` also the rows received from each rank. Differentiable."""
+    output, received = _Alltoall.apply(_check_dense(tensor, "alltoall"), splits, name, process_set)
     return output if splits is None else (output, received)
 
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set):
-    """Starts a reducescatter: the reduction of ``tensor`` over all ranks, of which rank r keeps
-    its share of the first dimension (the first ranks one row more when it does not divide)."""
-    _check_process_set(process_set, "reducescatter_async")
-    op = _op_code(op, None, "reducescatter_async")
+# ---------------------------------------------------------------------------------------------
+# Reducescatter
+
+def _reducescatter_op(op, what):
+    op = _op_code(op, None, what)
     if op not in (Average, Sum):
-        raise ValueError("reducescatter_async: op must be Average or Sum")
+        raise ValueError(f"{what}: op must be Average or Sum")
+    return op
+
+
+def _my_rows(rows, process_set):
+    n, me = _set_size(process_set), _set_rank(process_set)
+    base, extra = divmod(rows, n)
+    return base + (1 if me < extra else 0)
+
+
+def _submit_reducescatter(tensor, name, op, process_set, prescale_factor, postscale_factor, what):
+    _check_dense(tensor, what)
     if tensor.dim() == 0:
-        raise ValueError("reducescatter_async: the tensor needs at least one dimension")
-    from ringrun.torch.mpi_ops import allreduce_async
-    handle = allreduce_async(tensor, name=_auto_name("reducescatter", name), op=op)
-    share, extra = divmod(tensor.shape[0], size())
-    me = rank()
-    start = me * share + min(me, extra)
-    rows = share + (1 if me < extra else 0)
-    return _add_pending((), None, lambda: synchronize(handle).narrow(0, start, rows).clone())
+        raise ValueError(f"{what}: the tensor needs at least one dimension (got a scalar)")
+    source = tensor.contiguous()
+    if prescale_factor != 1.0:
+        source = scale(source.clone() if source is tensor else source, prescale_factor)
+    output = torch.empty((_my_rows(tensor.shape[0], process_set),) + _row_shape(tensor), dtype=tensor.dtype,
+                         device=tensor.device)
+    handle, _ = submit(_ringrun.REDUCESCATTER, what, source, output, name, op=op, process_set=process_set)
+    return handle, (source, output), lambda: scale(output, postscale_factor)
 
 
-def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set):
-    """Returns this rank's share (split on the first dimension) of the reduction of ``tensor``."""
-    compressed, ctx = compression.compress(tensor)
-    return compression.decompress(synchronize(reducescatter_async(compressed, name, op, process_set)), ctx)
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts a reducescatter: the reduction of ``tensor`` over the set, of which each rank keeps
+    its share of the first dimension (rows/size, the first ranks one row more when it does not
+    divide)."""
+    op = _reducescatter_op(op, "reducescatter_async")
+    handle, keep, finish = _submit_reducescatter(tensor, name, op, process_set, prescale_factor, postscale_factor,
+                                                 "reducescatter_async")
+    return _add_pending((handle,), keep, finish)
 
+
+class _Reducescatter(torch.autograd.Function):
+    """Reducescatter whose gradient is the allgather of the output's gradient (scaled as Horovod)."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.op, ctx.process_set = op, process_set
+        ctx.factor = prescale_factor * postscale_factor
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = grad_output * _set_size(ctx.process_set) if ctx.op == Sum else grad_output
+        if ctx.factor != 1.0:
+            grad = grad * ctx.factor
+        return allgather(grad, process_set=ctx.process_set), None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Returns this rank's share (split on the first dimension) of the reduction of ``tensor``
+    over the set. Differentiable."""
+    op = _reducescatter_op(op, "reducescatter")
+    compressed, ctx = compression.compress(_check_dense(tensor, "reducescatter"))
+    result = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor, postscale_factor)
+    return compression.decompress(result, ctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    """Starts reducescatters of a list of tensors as one group; synchronize() returns the list."""
+    op = _reducescatter_op(op, "grouped_reducescatter_async")
+    tensors = list(tensors)
+    if not tensors:
+        return _completed([])
+    parts = [_submit_reducescatter(t, f"{name}.{i}" if name is not None else None, op, process_set, prescale_factor,
+                                   postscale_factor, "grouped_reducescatter_async") for i, t in enumerate(tensors)]
+    return _add_pending(tuple(h for h, _, _ in parts), [k for _, k, _ in parts], lambda: [f() for _, _, f in parts])
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.op, ctx.process_set = op, process_set
+        ctx.factor = prescale_factor * postscale_factor
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set, prescale_factor,
+                                                             postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = [g * _set_size(ctx.process_set) if ctx.op == Sum else g for g in grad_outputs]
+        if ctx.factor != 1.0:
+            grads = [g * ctx.factor for g in grads]
+        return (None, None, None, None, None, *grouped_allgather(grads, process_set=ctx.process_set))
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Returns this rank's shares of the reductions of a list of tensors, as one group. Differentiable."""
+    op = _reducescatter_op(op, "grouped_reducescatter")
+    compressed = [compression.compress(_check_dense(t, "grouped_reducescatter")) for t in tensors]
+    results = _GroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor,
+                                          *[c for c, _ in compressed])
+    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(results, compressed)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Barrier and join
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank has called barrier()."""
-    _check_process_set(process_set, "barrier")
-    _ringrun.barrier()
+    """Returns once every rank of the set has called barrier()."""
+    handle, _ = submit(_ringrun.BARRIER, "barrier", torch.empty(0), process_set=process_set, automatic_name=True)
+    synchronize(_add_pending((handle,), None, lambda: None))
 
 
 def join(device=-1):
-    """Waits until every rank has called join() and returns the rank that called it last.
+    """Tells the other ranks that this rank has no more data, and returns once every rank has
+    called join(), with the rank that called it last (the same on every rank).
 
-    Unlike Horovod's, a rank that has joined does not stand in for collectives the other ranks
-    still run: every rank must submit the same ops before joining (give ranks equal numbers of
-    batches, e.g. with DistributedSampler(drop_last=True)).
+    Until then this rank takes part in the allreduces the others still run, with zeros (the
+    identity of Min, Max and Product for those ops), as Horovod's join does, so ranks with fewer
+    batches than others do not hang them. Allgather, broadcast, alltoall and reducescatter cannot
+    stand in for a joined rank: the other ranks' ones raise InternalError. ``device`` is Horovod's
+    (where to make the stand-in tensors) and is not needed here.
     """
-    arrived = torch.tensor([time.time()], dtype=torch.float64)
-    every = torch.empty(size(), dtype=torch.float64)
-    _ringrun.allgather(arrived.data_ptr(), 1, _ringrun.FLOAT64, every.data_ptr())
-    return int(torch.argmax(every))
+    return _ringrun.join()

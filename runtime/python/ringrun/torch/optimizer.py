@@ -11,10 +11,11 @@ from contextlib import contextmanager
 import torch
 
 from ringrun import _ringrun
-from ringrun.torch import mpi_ops
+from ringrun.torch.basics import Adasum, Average, global_process_set, size, synchronize
 from ringrun.torch.compression import Compression
 from ringrun.torch.functions import broadcast_object
-from ringrun.torch.mpi_ops import Average, allreduce_async_, grouped_allreduce_async_, size, synchronize
+from ringrun.torch.reduce_ops import allreduce_async_, grouped_allreduce_async_
+from ringrun.torch.sparse import sparse_allreduce_async
 
 __all__ = ['DistributedOptimizer']
 
@@ -24,6 +25,17 @@ _BACKWARD_TOO_OFTEN = ("Gradients were computed more than backward_passes_per_st
 _ZERO_GRAD_PENDING = ("optimizer.zero_grad() was called after loss.backward() but before "
                       "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
                       "cause a race condition.")
+
+
+def _hook_gradient(p, hook):
+    """Calls hook once p.grad holds a backward pass's gradient (accumulated). torch >= 2.1 says so
+    itself (register_post_accumulate_grad_hook); before, the hook goes on the parameter's
+    gradient accumulator, which must be kept alive. Returns what keeps the hook registered."""
+    if hasattr(p, 'register_post_accumulate_grad_hook'):
+        return p.register_post_accumulate_grad_hook(hook)
+    grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
+    grad_acc.register_hook(hook)
+    return grad_acc
 
 
 def _split_list(items, n):
@@ -38,9 +50,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     _ringrun_distributed = True
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
-                 op=Average, gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False):
+                 op=Average, gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False,
+                 process_set=global_process_set):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        self.process_set = process_set
 
         if named_parameters is not None:
             named_parameters = list(named_parameters)
@@ -98,8 +112,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group = {}
         self._group_counts = {}
 
-        # In elastic mode a world of one may grow later: hook from the start (as Horovod does).
-        if size() > 1 or _ringrun.elastic_enabled():
+        # In elastic mode a world of one may grow later: hook from the start (as Horovod does). A
+        # rank outside the optimizer's process set trains alone.
+        if (size() > 1 or _ringrun.elastic_enabled()) and process_set.included() is not False:
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
@@ -124,10 +139,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p in group['params']:
                 if p.requires_grad:
                     self._requires_update.add(p)
-                    # The accumulator's hook fires once p.grad holds this pass's gradient.
-                    grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                    grad_acc.register_hook(self._make_hook(p))
-                    self._grad_accs.append(grad_acc)
+                    self._grad_accs.append(_hook_gradient(p, self._make_hook(p)))
 
     def _hooked_params(self):
         # In the optimizer's parameter order, the same on every rank.
@@ -161,33 +173,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
 
-    def _dense_grad(self, p):
+    def _grad_to_send(self, p):
         if p.grad is None:
             # No gradient here (e.g. a branch this rank skipped), but other ranks may have one:
             # submit zeros so every rank submits the same names.
             p.grad = torch.zeros_like(p)
-        if p.grad.is_sparse:
-            if not self.sparse_as_dense:
-                raise NotImplementedError(
-                    'ringrun.torch.DistributedOptimizer: parameter %r has a sparse gradient, which '
-                    'ringrun does not reduce sparsely. Pass sparse_as_dense=True, or make the layer '
-                    'dense (e.g. torch.nn.Embedding(..., sparse=False)).' % self._parameter_names[p])
-            return p.grad.to_dense()
-        return p.grad
+        return p.grad.to_dense() if p.grad.is_sparse else p.grad
 
     def _allreduce_grad_async(self, p):
-        compressed, ctx = self._compression.compress(self._dense_grad(p))
+        name = self._parameter_names[p]
+        if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
+            # Rows of an embedding that ranks touch differently: gathered, summed when coalesced.
+            return sparse_allreduce_async(p.grad, name=name, op=self.op, process_set=self.process_set), (None, None)
+        compressed, ctx = self._compression.compress(self._grad_to_send(p))
         prescale, postscale = self._scale_factors()
-        handle = allreduce_async_(compressed, name=self._parameter_names[p], op=self.op,
-                                  prescale_factor=prescale, postscale_factor=postscale)
+        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=prescale,
+                                  postscale_factor=postscale, process_set=self.process_set)
         return handle, (compressed, ctx)
 
     def _grouped_allreduce_grad_async(self, ps):
-        compressed, ctxs = zip(*[self._compression.compress(self._dense_grad(p)) for p in ps])
+        compressed, ctxs = zip(*[self._compression.compress(self._grad_to_send(p)) for p in ps])
         prescale, postscale = self._scale_factors()
         handle = grouped_allreduce_async_(list(compressed), name=self._parameter_names[ps[0]],
                                           op=self.op, prescale_factor=prescale,
-                                          postscale_factor=postscale)
+                                          postscale_factor=postscale, process_set=self.process_set)
         return handle, (compressed, ctxs)
 
     def _make_hook(self, p):
@@ -235,6 +244,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if isinstance(key, tuple):
                 for gp, output, gctx in zip(key, synchronize(handle), ctx):
                     self._set_grad(gp, self._compression.decompress(output, gctx))
+            elif callable(handle):  # a sparse gradient's gather
+                self._set_grad(key, handle())
             else:
                 self._set_grad(key, self._compression.decompress(synchronize(handle), ctx))
         self._synchronized = True
@@ -242,7 +253,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _set_grad(self, p, reduced):
         self._allreduce_delay[p] = self.backward_passes_per_step
         if p.grad.is_sparse:
-            p.grad = reduced.to_sparse()
+            p.grad = reduced if reduced.is_sparse else reduced.to_sparse()
         elif reduced is not p.grad:
             p.grad.copy_(reduced)
 
@@ -281,7 +292,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=global_process_set):
     """Wrap a torch.optim.Optimizer so that step() applies gradients averaged over all ranks.
 
     Each gradient's allreduce starts as soon as backward() has computed it; step() waits for
@@ -305,15 +316,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             parameters; each group is reduced by one grouped allreduce once all its gradients
             are ready. Default: one allreduce per parameter.
         sparse_as_dense: reduce sparse gradients (e.g. ``Embedding(sparse=True)``) as dense.
-        process_set: not supported by ringrun; leave it None.
+        process_set: the ranks whose gradients are averaged (default: every rank); a rank outside
+            the set steps on its own gradients.
     """
-    adasum = getattr(mpi_ops, 'Adasum', None)
-    if adasum is not None and op == adasum:
+    if op == Adasum:
         raise NotImplementedError('ringrun.torch.DistributedOptimizer: op=Adasum is not supported; '
                                   'use op=hvd.Average (the default) or hvd.Sum.')
-    if process_set is not None and process_set is not getattr(mpi_ops, 'global_process_set', None):
-        raise NotImplementedError('ringrun.torch.DistributedOptimizer: process sets are not '
-                                  'supported; drop process_set= to reduce over all ranks.')
+    if process_set is None:
+        process_set = global_process_set
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError('gradient_predivide_factor not supported with op != Average '
                          '(got gradient_predivide_factor=%r); use op=hvd.Average or leave the '
@@ -328,7 +338,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-                  op, gradient_predivide_factor, groups, sparse_as_dense)
+                  op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
     # Unlike Horovod, keep the state the optimizer already has (e.g. loaded from a checkpoint).
     wrapped.state.update(optimizer.state)
     return wrapped

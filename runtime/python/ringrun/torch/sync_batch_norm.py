@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ringrun.torch.mpi_ops import Sum, allreduce, size
+from ringrun.torch.basics import Sum, size
+from ringrun.torch.reduce_ops import allreduce
 
 __all__ = ['SyncBatchNorm']
 

@@ -46,7 +46,7 @@ import signal
 import threading
 
 from ringrun import _ringrun
-from ringrun.torch import basics
+from ringrun.torch import basics, submission
 from ringrun.torch.basics import HostsUpdatedInterrupt, InternalError
 from ringrun.torch.elastic.sampler import ElasticSampler
 from ringrun.torch.elastic.state import ObjectState, State, TorchState, _leave_requested
@@ -101,7 +101,7 @@ def _reset():
     """Leaves this world and joins the next: pending ops are dropped, automatic names restart
     (as in a newcomer), then the runtime re-forms. SystemExit(0) when this process is not in it."""
     basics._drop_pending()
-    basics._reset_names()
+    submission.reset_names()
     for attempt in range(_RESET_TRIES):
         try:
             _ringrun.reset()

@@ -19,7 +19,7 @@ from ringrun import _ringrun
 from ringrun.torch.basics import HostsUpdatedInterrupt, Max, rank
 from ringrun.torch.elastic.sampler import ElasticSampler
 from ringrun.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
-from ringrun.torch.mpi_ops import allreduce_
+from ringrun.torch.reduce_ops import allreduce_
 
 __all__ = ['State', 'ObjectState', 'TorchState']
 
