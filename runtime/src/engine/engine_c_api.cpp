@@ -154,8 +154,8 @@ OpRequest request_from(const ringrun_request& r) {
   request.on_done_arg = r.on_done_arg;
   const std::size_t row = row_elements(r);
   if (request.kind == Collective::alltoall) {
-    const int size = ringrun_size();
-    if (size < 0) throw RuntimeError(size, "ringrun_submit: ringrun_init() has not been called");
+    const int size = ringrun_process_set_size(r.process_set);  // the ranks the splits are for
+    if (size < 0) throw RuntimeError(size, ringrun_last_error());
     if (r.splits) {
       request.to_each.assign(r.splits, r.splits + size);
       for (auto& rows : request.to_each) rows *= row;

@@ -174,6 +174,9 @@ int add_process_set(const int* ranks, int n) {
   const int me = ringrun_rank();
   const auto found = std::find(set->ranks.begin(), set->ranks.end(), me);
   set->index = found == set->ranks.end() ? -1 : static_cast<int>(found - set->ranks.begin());
+  if (static_cast<int>(set->ranks.size()) == world)
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       "ringrun_add_process_set: process set 0 (every rank) has these ranks already");
   {
     std::shared_lock read(table_mutex());
     for (const auto& [id, other] : table())

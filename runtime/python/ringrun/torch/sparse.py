@@ -5,6 +5,10 @@ import torch
 from ringrun.torch.basics import Average, _set_size, global_process_set, synchronize
 from ringrun.torch.gather_ops import allgather_async
 
+# The gathered indices come from valid sparse tensors: torch >= 2 need not check them again (and
+# says so in a warning unless told).
+_UNCHECKED = {"check_invariants": False} if hasattr(torch.sparse, "check_sparse_tensor_invariants") else {}
+
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Starts the allreduce of a sparse COO tensor: an allgather of every rank's indices and
@@ -23,6 +27,6 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
         gathered_indices = synchronize(indices)
         if op == Average:
             gathered_values = gathered_values / _set_size(process_set)
-        return torch.sparse_coo_tensor(gathered_indices.transpose(0, 1), gathered_values, t.size())
+        return torch.sparse_coo_tensor(gathered_indices.transpose(0, 1), gathered_values, t.size(), **_UNCHECKED)
 
     return handle

@@ -1,0 +1,73 @@
+# ringrun-test: np=2 timeout=90 direct
+"""Ctrl-C on a rank blocked in a collective: the rank raises KeyboardInterrupt within a second (the
+wait gives Python's signal handler a turn every tenth of a second), and the other rank's pending
+allreduce then fails with InternalError naming it, instead of hanging.
+
+This script is the driver: it runs ringrun on the worker below (this file with --worker), sends
+SIGINT to rank 0's process only, and reads what both ranks print."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+
+def worker():
+    import torch
+
+    import ringrun.torch as hvd
+
+    hvd.init()
+    r = hvd.rank()
+    if r == 1:
+        # The launcher stops the other ranks once rank 0 exits (SIGTERM, then SIGKILL after the
+        # grace period): rank 1 stays for the grace period to show how its allreduce ends.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    hvd.allreduce(torch.ones(1), name="warm")
+    print(f"RANK {r} PID {os.getpid()}", flush=True)
+    start = time.monotonic()
+    try:
+        if r == 0:
+            hvd.allreduce(torch.ones(4), name="never.completes")  # rank 1 never submits it
+        else:
+            hvd.allreduce(torch.ones(4), name="other.name")        # nor rank 0 this one
+        print(f"RANK {r} completed", flush=True)
+    except KeyboardInterrupt:
+        print(f"RANK {r} interrupted at {time.time():.6f}", flush=True)
+        os._exit(3)  # as a user's Ctrl-C ends the program: no finalize
+    except hvd.InternalError as e:
+        print(f"RANK {r} raised after {time.monotonic() - start:.2f} s: {e}", flush=True)
+        os._exit(4)
+
+
+def driver():
+    cmd = [os.environ["RINGRUN"], "-np", "2", "--grace-period", "5", sys.executable, __file__, "--worker"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, pid0 = [], None
+    deadline = time.monotonic() + 60
+    while pid0 is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.search(r"RANK 0 PID (\d+)", line)
+        if m:
+            pid0 = int(m.group(1))
+    assert pid0, "".join(lines)
+    time.sleep(1.0)  # both ranks are in their allreduce
+    sent = time.time()
+    os.kill(pid0, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    text = "".join(lines) + out
+    m = re.search(r"RANK 0 interrupted at ([0-9.]+)", text)
+    assert m, text
+    took = float(m.group(1)) - sent
+    assert took < 1.0, f"KeyboardInterrupt came {took:.2f} s after SIGINT\n{text}"
+    assert re.search(r"RANK 1 raised after [0-9.]+ s: .*rank 0", text), text
+    assert proc.returncode != 0, text
+    print(f"rank 0 raised KeyboardInterrupt {took:.3f} s after SIGINT; rank 1 failed naming rank 0")
+
+
+if __name__ == "__main__":
+    worker() if "--worker" in sys.argv else driver()
