@@ -293,6 +293,22 @@ def _add_pending(handles, keep, finish):
     return handle
 
 
+def _add_group(submit_parts, finish):
+    """One handle for a group of ops: submit_parts() yields (C handle, kept) per part. When a part
+    fails to submit, the parts already queued stay pending (their buffers alive, waited at
+    shutdown) and the error propagates."""
+    handles, keeps = [], []
+    try:
+        for handle, keep in submit_parts():
+            handles.append(handle)
+            keeps.append(keep)
+    except BaseException:
+        if handles:
+            _add_pending(handles, keeps, lambda: None)
+        raise
+    return _add_pending(handles, keeps, finish)
+
+
 def poll(handle):
     """True when the op behind the handle has completed; synchronize() then returns at once."""
     with _lock:

@@ -11,8 +11,8 @@ ranks, also within a process set, as in Horovod.
 import torch
 
 from ringrun import _ringrun
-from ringrun.torch.basics import (Average, Sum, _add_pending, _check_dense, _completed, _op_code, _set_size,
-                                  global_process_set, rank, synchronize)
+from ringrun.torch.basics import (Average, Sum, _add_group, _add_pending, _check_dense, _completed, _op_code,
+                                  _set_size, global_process_set, rank, synchronize)
 from ringrun.torch.compression import Compression
 from ringrun.torch.reduce_ops import allreduce, grouped_allreduce
 from ringrun.torch.submission import output_tensor, scale, submit
@@ -77,9 +77,18 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     tensors = list(tensors)
     if not tensors:
         return _completed([])
-    parts = [_submit_allgather(t, f"{name}.{i}" if name is not None else None, process_set, "grouped_allgather_async")
-             for i, t in enumerate(tensors)]
-    return _add_pending(tuple(h for h, _, _ in parts), [k for _, k, _ in parts], lambda: [f() for _, _, f in parts])
+    for t in tensors:
+        _check_dense(t, "grouped_allgather_async")
+    finishes = []
+
+    def parts():
+        for i, t in enumerate(tensors):
+            handle, keep, finish = _submit_allgather(t, f"{name}.{i}" if name is not None else None, process_set,
+                                                     "grouped_allgather_async")
+            finishes.append(finish)
+            yield handle, keep
+
+    return _add_group(parts, lambda: [f() for f in finishes])
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -320,9 +329,19 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     tensors = list(tensors)
     if not tensors:
         return _completed([])
-    parts = [_submit_reducescatter(t, f"{name}.{i}" if name is not None else None, op, process_set, prescale_factor,
-                                   postscale_factor, "grouped_reducescatter_async") for i, t in enumerate(tensors)]
-    return _add_pending(tuple(h for h, _, _ in parts), [k for _, k, _ in parts], lambda: [f() for _, _, f in parts])
+    for t in tensors:  # every tensor checked before any is queued
+        if _check_dense(t, "grouped_reducescatter_async").dim() == 0:
+            raise ValueError("grouped_reducescatter_async: every tensor needs at least one dimension (got a scalar)")
+    finishes = []
+
+    def parts():
+        for i, t in enumerate(tensors):
+            handle, keep, finish = _submit_reducescatter(t, f"{name}.{i}" if name is not None else None, op, process_set,
+                                                         prescale_factor, postscale_factor, "grouped_reducescatter_async")
+            finishes.append(finish)
+            yield handle, keep
+
+    return _add_group(parts, lambda: [f() for f in finishes])
 
 
 class _GroupedReducescatter(torch.autograd.Function):

@@ -10,7 +10,8 @@ shapes.
 import torch
 
 from ringrun import _ringrun
-from ringrun.torch.basics import _add_pending, _check_dense, _completed, _op_code, global_process_set, synchronize
+from ringrun.torch.basics import (_add_group, _add_pending, _check_dense, _completed, _op_code, global_process_set,
+                                  synchronize)
 from ringrun.torch.compression import Compression
 from ringrun.torch.submission import scale, submit
 
@@ -130,16 +131,17 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor
     tensors = list(tensors)
     if not tensors:
         return _completed([])
-    base = name if name is not None else None
-    handles, keeps, finishes = [], [], []
-    for i, (tensor, output) in enumerate(zip(tensors, outputs)):
-        part = f"{base}.{i}" if base is not None else None
-        handle, keep, finish = _submit_allreduce(_check_dense(tensor, what), output, part, op, prescale_factor,
-                                                 postscale_factor, process_set, what)
-        handles.append(handle)
-        keeps.append(keep)
-        finishes.append(finish)
-    return _add_pending(tuple(handles), keeps, lambda: [finish() for finish in finishes])
+    finishes = []
+
+    def parts():
+        for i, (tensor, output) in enumerate(zip(tensors, outputs)):
+            part = f"{name}.{i}" if name is not None else None
+            handle, keep, finish = _submit_allreduce(_check_dense(tensor, what), output, part, op, prescale_factor,
+                                                     postscale_factor, process_set, what)
+            finishes.append(finish)
+            yield handle, keep
+
+    return _add_group(parts, lambda: [finish() for finish in finishes])
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
