@@ -73,6 +73,74 @@ int async_ops_from_two_threads(int size) {
   return 0;
 }
 
+void* allocate_floats(void* arg, size_t count, const size_t* rows, int nranks) {
+  auto* out = static_cast<std::vector<float>*>(arg);
+  out->assign(count + 1, -1.0f);  // one more: an empty result still has a buffer
+  (void)rows;
+  (void)nranks;
+  return out->data();
+}
+
+// Through ringrun_submit: process sets (the even ranks, then the odd), an allgather of a count per
+// rank, an alltoall and a join; one set stays registered for ringrun_finalize to stop. 0, or 1.
+int process_sets_and_general_submissions(int size) {
+  std::vector<int> even, odd;
+  for (int r = 0; r < size; ++r) (r % 2 ? odd : even).push_back(r);
+  const int even_set = ringrun_add_process_set(even.data(), static_cast<int>(even.size()));
+  const int odd_set = odd.empty() ? 0 : ringrun_add_process_set(odd.data(), static_cast<int>(odd.size()));
+  if (even_set <= 0 || odd_set < 0) return fail(std::string("add_process_set: ") + ringrun_last_error());
+  if (ringrun_add_process_set(even.data(), static_cast<int>(even.size())) != RINGRUN_ERR_INVALID_ARGUMENT)
+    return fail("a duplicate process set was accepted");
+  const int mine = g_rank % 2 ? odd_set : even_set;
+  const auto& members = g_rank % 2 ? odd : even;
+  if (ringrun_process_set_size(mine) != static_cast<int>(members.size()) || ringrun_process_set_included(mine) != 1)
+    return fail("process set size or membership");
+  ringrun_request r;
+  ringrun_request_init(&r);
+  float x = static_cast<float>(g_rank);
+  r.name = "in.set";
+  r.send = r.recv = &x;
+  r.count = 1;
+  r.process_set = mine;
+  ringrun_handle h = nullptr;
+  if (ringrun_submit(&r, &h) != RINGRUN_OK || ringrun_wait(h) != RINGRUN_OK) return fail("allreduce in a set");
+  float want = 0;
+  for (int m : members) want += static_cast<float>(m);
+  if (x != want) return fail("allreduce in a set: result");
+  // An allgather of g_rank + 1 elements each, sized by the engine.
+  std::vector<float> mine_elems(static_cast<std::size_t>(g_rank) + 1, 1.0f), gathered;
+  ringrun_request_init(&r);
+  r.collective = RINGRUN_COLLECTIVE_ALLGATHER;
+  r.name = "varying";
+  r.send = mine_elems.data();
+  r.count = mine_elems.size();
+  r.allocate = allocate_floats;
+  r.allocate_arg = &gathered;
+  if (ringrun_submit(&r, &h) != RINGRUN_OK || ringrun_wait(h) != RINGRUN_OK) return fail("varying allgather");
+  if (gathered.size() != static_cast<std::size_t>(size * (size + 1) / 2) + 1) return fail("varying allgather: size");
+  // An alltoall of one element to each rank.
+  std::vector<float> to_all(static_cast<std::size_t>(size), static_cast<float>(g_rank)), from_all;
+  ringrun_request_init(&r);
+  r.collective = RINGRUN_COLLECTIVE_ALLTOALL;
+  r.name = "exchange";
+  r.send = to_all.data();
+  r.count = to_all.size();
+  r.allocate = allocate_floats;
+  r.allocate_arg = &from_all;
+  if (ringrun_submit(&r, &h) != RINGRUN_OK || ringrun_wait(h) != RINGRUN_OK) return fail("alltoall");
+  for (int k = 0; k < size; ++k)
+    if (from_all[static_cast<std::size_t>(k)] != static_cast<float>(k)) return fail("alltoall: result");
+  // Join: every rank at once; the last is a rank of the job.
+  int last = -1;
+  ringrun_request_init(&r);
+  r.collective = RINGRUN_COLLECTIVE_JOIN;
+  r.recv = &last;
+  if (ringrun_submit(&r, &h) != RINGRUN_OK || ringrun_wait(h) != RINGRUN_OK || last < 0 || last >= size)
+    return fail("join");
+  if (odd_set && ringrun_remove_process_set(odd_set) != RINGRUN_OK) return fail("remove_process_set");
+  return 0;  // the even set stays for ringrun_finalize
+}
+
 // A mismatch, then ringrun_finalize with an op pending and calls after it. 0, or fail()'s 1.
 int mismatch_and_finalize() {
   // A mismatch through the C API: every rank gets RINGRUN_ERR_MISMATCH naming the tensor.
@@ -116,6 +184,7 @@ int main() {
   if (ringrun_allreduce(&before, &before, 1, RINGRUN_FLOAT32, RINGRUN_SUM) != RINGRUN_OK) return fail("sync allreduce");
   if (before != static_cast<float>(size * (size + 1) / 2)) return fail("sync allreduce result");
   if (int failed = async_ops_from_two_threads(size)) return failed;
+  if (int failed = process_sets_and_general_submissions(size)) return failed;
   if (int failed = mismatch_and_finalize()) return failed;
 
   const ringrun::test::ProcessCounts after = ringrun::test::process_counts();
