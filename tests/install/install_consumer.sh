@@ -2,6 +2,7 @@
 set -euo pipefail
 build=$1
 src=$2
+python=${3:-/usr/bin/python3}  # the interpreter the build's binding is for
 work=$(mktemp -d /tmp/ringrun-install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL [install_consumer]: $*" >&2; exit 1; }
@@ -31,10 +32,10 @@ out=$("$work/prefix/bin/ringrun" -np 2 --no-tag-output "$work/pc" | sort)
 [ "$out" = "$(printf 'rank 0 of 2: sum 3\nrank 1 of 2: sum 3')" ] || fail "pkg-config consumer: $out"
 # The Python package, where this build has it: installed beside the library, found by the
 # installed ringrun on every rank's PYTHONPATH with nothing set.
-if [ -f "$build/python/ringrun/__init__.py" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+if [ -f "$build/python/ringrun/__init__.py" ] && "$python" -c 'import torch' 2>/dev/null; then
   site=$work/prefix/lib/python3/dist-packages
   ls "$site"/ringrun/_ringrun*.so >/dev/null 2>&1 || fail "the Python module is not installed in $site/ringrun"
-  out=$(cd "$work" && env -u PYTHONPATH "$work/prefix/bin/ringrun" -np 2 --no-tag-output /usr/bin/python3 -c \
+  out=$(cd "$work" && env -u PYTHONPATH "$work/prefix/bin/ringrun" -np 2 --no-tag-output "$python" -c \
     'import os, torch, ringrun.torch as hvd; hvd.init(); print(os.path.dirname(os.path.dirname(hvd.__file__)), float(hvd.allreduce(torch.ones(1), op=hvd.Sum)))' | sort -u)
   [ "$out" = "$site/ringrun 2.0" ] || fail "installed ringrun.torch: $out"
 fi
