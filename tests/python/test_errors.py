@@ -49,7 +49,7 @@ raises(ValueError, "shape beyond the first", lambda: hvd.allgather(torch.ones(2,
 raises(ValueError, "floating-point", lambda: hvd.allreduce(torch.ones(2, dtype=torch.int32), prescale_factor=2.0))
 
 # What ringrun does not have, by name.
-raises(NotImplementedError, "Adasum", lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum))
+raises(NotImplementedError, "Adasum", lambda: hvd.reducescatter(torch.ones(2 * N), op=hvd.Adasum))
 raises(NotImplementedError, "process sets", lambda: hvd.allreduce(torch.ones(2), process_set=object()))
 raises(NotImplementedError, "MPI communicator", lambda: hvd.init(comm=[0, 1]))
 

@@ -16,6 +16,7 @@ from ringrun.torch.basics import (  # noqa: F401 - re-exported as horovod.torch.
     poll, rank, rocm_built, shutdown, size, synchronize)
 from ringrun.torch.basics import (_add_pending, _auto_name, _check_dense, _check_process_set, _check_tensor,
                                   _completed, _op_code)
+from ringrun.torch import adasum
 from ringrun.torch.compression import Compression
 from ringrun.torch.gather_ops import (  # noqa: F401
     allgather, allgather_async, alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
@@ -32,6 +33,9 @@ def _scaled(buffer, factor):
 
 def _submit_allreduce(tensor, output, name, op, prescale_factor, postscale_factor, what):
     """Submits tensor -> output (the same tensor: in place); returns (C handle, finish)."""
+    device_output = None
+    if op == Adasum:  # float dtypes only; CUDA tensors through host memory
+        tensor, output, device_output = adasum.host_buffers(tensor, output, what)
     code = _check_tensor(tensor, what)
     source = tensor.contiguous()
     if prescale_factor != 1.0:
@@ -47,7 +51,7 @@ def _submit_allreduce(tensor, output, name, op, prescale_factor, postscale_facto
         _scaled(target, postscale_factor)
         if target is not output:
             output.copy_(target)
-        return output
+        return output if device_output is None else device_output.copy_(output)
 
     return handle, (source, target), finish
 
@@ -62,8 +66,9 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     process_set=global_process_set):
     """Starts an allreduce of ``tensor`` into a new tensor; returns a handle for poll()/synchronize().
 
-    ``op`` is Average (the default), Sum, Min, Max or Product; ``prescale_factor`` multiplies the
-    input before the reduction and ``postscale_factor`` the result. The input is not modified.
+    ``op`` is Average (the default), Sum, Min, Max, Product or Adasum (ringrun/torch/adasum.py);
+    ``prescale_factor`` multiplies the input before the reduction and ``postscale_factor`` the
+    result. The input is not modified.
     """
     _check_process_set(process_set, "allreduce_async")
     op = _op_code(op, average, "allreduce_async")
@@ -81,6 +86,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def _allreduce_now(tensor, output, op, prescale_factor, postscale_factor, what):
     """One synchronous call, no handle: the short path for a tensor that needs no autograd."""
+    if op == Adasum:  # checked, and staged from CUDA, on the submitted path
+        return synchronize(_allreduce_async(tensor, output, None, op, prescale_factor, postscale_factor, what))
     code = _check_tensor(tensor, what)
     if prescale_factor != 1.0 or not tensor.is_contiguous() or not output.is_contiguous():
         return synchronize(_allreduce_async(tensor, output, None, op, prescale_factor, postscale_factor, what))
