@@ -1,11 +1,12 @@
 # ringrun-test: np=2,3,4 timeout=120
-"""op=hvd.Adasum: the allreduce family against a reference computed here.
+"""op=hvd.Adasum: the allreduce family and DistributedOptimizer against a reference computed here.
 
 Every rank builds every rank's tensors from one seed and combines them as the runtime's tree does
 (ranks 2^k.. into the first ones, then blocks of 2, 4, ..; each pair over whole tensors) in
 float64. Results must match it within the dtype's rounding and be the same bits on every rank.
 Also Horovod's properties (orthogonal tensors sum, parallel ones average), the
-scale factors, autograd, fp16 compression and the refusals.
+scale factors, autograd, fp16 compression, the refusals, and the delta optimizer (each rank's
+local step, its delta combined by Adasum) with SGD with momentum and Adam.
 """
 import math
 
@@ -134,6 +135,68 @@ refused('floating-point', lambda: hvd.allreduce_async_(torch.ones(3, dtype=torch
 refused('allreduce op only', lambda: hvd.reducescatter(torch.ones(2 * N), op=hvd.Adasum))
 assert torch.equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(N)))
 
+
+# The delta optimizer: each rank steps on its own batch; the reference runs all N ranks' local
+# optimizers (their own states) from the common parameters and combines the deltas per tensor.
+def make_model():
+    torch.manual_seed(7)
+    return torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+
+
+def batch(step, micro, r):
+    g = torch.Generator().manual_seed(1000 * step + 10 * micro + r)
+    return torch.randn(6, 5, generator=g), torch.randn(6, 2, generator=g)
+
+
+def loss_of(model, step, micro, r):
+    x, y = batch(step, micro, r)
+    return ((model(x) - y) ** 2).mean()
+
+
+def train_and_check(make_opt, passes, what):
+    model = make_model()
+    opt = hvd.DistributedOptimizer(make_opt(model.parameters()), named_parameters=model.named_parameters(),
+                                   op=hvd.Adasum, backward_passes_per_step=passes)
+    refs = [make_model() for _ in range(N)]
+    ref_opts = [make_opt(m.parameters()) for m in refs]
+    start = [p.detach().double().clone() for p in model.parameters()]
+    for step in range(3):
+        opt.zero_grad()
+        for micro in range(passes):
+            loss_of(model, step, micro, R).backward()
+        opt.step()
+        deltas = []
+        for m, o, r in zip(refs, ref_opts, range(N)):
+            with torch.no_grad():
+                for p, s in zip(m.parameters(), start):
+                    p.copy_(s)
+            o.zero_grad()
+            for micro in range(passes):
+                loss_of(m, step, micro, r).backward()
+            o.step()
+            deltas.append([p.detach() - s.float() for p, s in zip(m.parameters(), start)])
+        start = [s + adasum_tree([d[i] for d in deltas]) for i, s in enumerate(start)]
+        for i, (p, s) in enumerate(zip(model.parameters(), start)):
+            check(p.detach(), s, torch.float32, f'{what}.step{step}.param{i}', scale=8.0)
+
+
+train_and_check(lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 1, 'sgd')
+train_and_check(lambda ps: torch.optim.Adam(ps, lr=0.01), 1, 'adam')
+train_and_check(lambda ps: torch.optim.SGD(ps, lr=0.05), 2, 'sgd.passes2')
+
+model = make_model()
+opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
+assert isinstance(opt, torch.optim.SGD)
+loss_of(model, 0, 0, R).backward()
+for misuse in (opt.zero_grad, opt.skip_synchronize):
+    try:
+        misuse()
+        message = None
+    except AssertionError as e:
+        message = str(e)
+    assert message is not None and 'step()' in message, f'{misuse.__name__} between backward() and step(): {message}'
+opt.synchronize()
+opt.step()
 
 hvd.shutdown()
 print(f'rank {R}: adasum ok')

@@ -12,9 +12,10 @@ import torch
 
 from ringrun import _ringrun
 from ringrun.torch import mpi_ops
+from ringrun.torch.adasum_optimizer import DistributedAdasumOptimizer
 from ringrun.torch.compression import Compression
 from ringrun.torch.functions import broadcast_object
-from ringrun.torch.mpi_ops import Average, allreduce_async_, grouped_allreduce_async_, size, synchronize
+from ringrun.torch.mpi_ops import Adasum, Average, allreduce_async_, grouped_allreduce_async_, size, synchronize
 
 __all__ = ['DistributedOptimizer']
 
@@ -297,7 +298,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             ``allreduce.noname.<group>.<index>``.
         compression: ``Compression.none`` or ``Compression.fp16`` (gradients sent as float16).
         backward_passes_per_step: backward passes accumulated locally before each step().
-        op: ``Average`` (default), ``Sum``, ``Min``, ``Max`` or ``Product``.
+        op: ``Average`` (default), ``Sum``, ``Min``, ``Max``, ``Product``, or ``Adasum``: on more
+            than one rank Horovod's delta optimizer (adasum_optimizer.py; groups and
+            sparse_as_dense do not apply).
         gradient_predivide_factor: with op=Average, gradients are scaled by
             1/gradient_predivide_factor before the sum and gradient_predivide_factor/size after.
         num_groups: deprecated spelling of an int ``groups``.
@@ -307,10 +310,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         sparse_as_dense: reduce sparse gradients (e.g. ``Embedding(sparse=True)``) as dense.
         process_set: not supported by ringrun; leave it None.
     """
-    adasum = getattr(mpi_ops, 'Adasum', None)
-    if adasum is not None and op == adasum:
-        raise NotImplementedError('ringrun.torch.DistributedOptimizer: op=Adasum is not supported; '
-                                  'use op=hvd.Average (the default) or hvd.Sum.')
     if process_set is not None and process_set is not getattr(mpi_ops, 'global_process_set', None):
         raise NotImplementedError('ringrun.torch.DistributedOptimizer: process sets are not '
                                   'supported; drop process_set= to reduce over all ranks.')
@@ -325,6 +324,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if getattr(optimizer, '_ringrun_distributed', False):
         raise ValueError('optimizer is already a DistributedOptimizer; wrap the plain '
                          'torch.optim optimizer once.')
+    if op == Adasum and size() > 1:
+        return DistributedAdasumOptimizer(optimizer, named_parameters, compression, backward_passes_per_step)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
