@@ -6,13 +6,16 @@
 // through the engine.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include "adasum_reference.hpp"
 #include "collective_checks.hpp"
 #include "core/adasum.hpp"
 #include "core/dtype.hpp"
+#include "core/reduce_simd.hpp"
 #include "engine/engine.hpp"
 #include "rank_threads.hpp"
 #include "ringrun/runtime.hpp"
@@ -146,6 +149,36 @@ TEST_CASE("adasum: orthogonal tensors sum, parallel ones average, equal ones sta
     }
     run_cases(test::hosts_for(n, Placement::separate_hosts), cases);
   }
+}
+
+TEST_CASE("adasum: the vector kernels give the scalar kernels' bits, subnormals and infinities too") {
+  if (!core::simd::available()) MESSAGE("this CPU lacks AVX2/F16C: the scalar kernels are the only ones");
+  std::mt19937 rng(7);
+  const auto random_bits = [&](ringrun_dtype dtype, std::size_t count) {
+    std::vector<char> bytes(count * core::dtype_size(dtype));
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (std::size_t i = 0; i < count; ++i) {
+      double v = normal(rng) * std::pow(2.0, static_cast<int>(rng() % 40) - 30);  // down to subnormal float16
+      if (i % 97 == 5) v = i % 2 ? INFINITY : -INFINITY;
+      if (i % 89 == 3) v = 0.0;
+      test::store_value(bytes.data(), i, dtype, v);
+    }
+    return bytes;
+  };
+  for (auto dtype : kFloatTypes)
+    for (std::size_t count : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 37u, 1000u, 4099u}) {
+      INFO(core::dtype_name(dtype), ", count ", count);
+      const auto a = random_bits(dtype, count), b = random_bits(dtype, count);
+      const core::AdasumSums vector = core::adasum_sums(a.data(), b.data(), count, dtype);
+      const core::AdasumSums scalar = core::adasum_sums_scalar(a.data(), b.data(), count, dtype);
+      CHECK(std::memcmp(&vector, &scalar, sizeof vector) == 0);
+      for (core::AdasumWeights w : {core::AdasumWeights{0.75, 1.25}, core::AdasumWeights{-0.3, 2.0}}) {
+        auto by_vector = a, by_scalar = a;
+        core::adasum_combine(by_vector.data(), b.data(), count, dtype, w);
+        core::adasum_combine_scalar(by_scalar.data(), b.data(), count, dtype, w);
+        CHECK(by_vector == by_scalar);
+      }
+    }
 }
 
 TEST_CASE("adasum: integer dtypes and fused spans are refused on every rank, which stay usable") {

@@ -4,7 +4,8 @@
 // the TCP transport's (transport/tcp/tcp_adasum.hpp); here, what one rank computes on its piece.
 //
 // Sums are taken in double precision whatever the dtype, and the combination is rounded to the
-// dtype once; float16 and bfloat16 convert through float32 (exact) on the way.
+// dtype once; float16 and bfloat16 convert through float32 on the way (exact in, to nearest even
+// out). Vector kernels (core/adasum_simd.hpp) do the same where the CPU has AVX2 and F16C.
 #pragma once
 
 #include <cstddef>
@@ -43,5 +44,10 @@ AdasumWeights adasum_weights(const AdasumSums& whole, int ranks_a = 1, int ranks
 
 // a[i] = weights.a * a[i] + weights.b * b[i] for count elements, in double, rounded once.
 void adasum_combine(void* a, const void* b, std::size_t count, ringrun_dtype dtype, AdasumWeights weights);
+
+// The same two, element by element: what runs where the CPU lacks AVX2/F16C (core/adasum_simd.hpp),
+// and the reference the vector kernels are tested against, bit for bit.
+AdasumSums adasum_sums_scalar(const void* a, const void* b, std::size_t count, ringrun_dtype dtype);
+void adasum_combine_scalar(void* a, const void* b, std::size_t count, ringrun_dtype dtype, AdasumWeights weights);
 
 }  // namespace ringrun::core
