@@ -1,4 +1,4 @@
-// Adasum's serial reference (ringrun.h, RINGRUN_ADASUM): the same tree as the runtime's, every
+// Adasum's serial reference (ringrun(3), RINGRUN_ADASUM): the same tree as the runtime's, every
 // pair combined over whole tensors in double precision; inputs as doubles, stored in any dtype.
 #pragma once
 

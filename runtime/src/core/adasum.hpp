@@ -1,4 +1,4 @@
-// Adasum's arithmetic (RINGRUN_ADASUM, ringrun.h): the two partial results a and b of a pair of
+// Adasum's arithmetic (RINGRUN_ADASUM, ringrun(3)): the two partial results a and b of a pair of
 // subtrees become (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b, where the dot product and the
 // squared norms are those of the whole tensors. The exchanges that bring the pieces together are
 // the TCP transport's (transport/tcp/tcp_adasum.hpp); here, what one rank computes on its piece.
@@ -34,7 +34,7 @@ AdasumSums adasum_sums(const void* a, const void* b, std::size_t count, ringrun_
 // The weights of a and b from the sums over the whole tensors: 1 - a.b / (2 |x|^2) for x = a, b,
 // or 1 when |x|^2 is below sqrt(DBL_MIN) (a zero tensor, or one too small to divide by: the
 // other is then kept as it is). When a stands for the tensors of ranks_a ranks and b for ranks_b
-// (an unbalanced tree, ringrun.h), the halves become ranks_a / (ranks_a + ranks_b) and
+// (an unbalanced tree, ringrun(3)), the halves become ranks_a / (ranks_a + ranks_b) and
 // ranks_b / (ranks_a + ranks_b): tensors that are multiples of one another then still give
 // their mean over all ranks, orthogonal ones still their sum, equal ones themselves.
 struct AdasumWeights {

@@ -37,7 +37,7 @@ void Engine::execute(std::vector<Entry*>& ready) {
     // A large tensor also runs alone, on its own buffers: copying it into the fusion buffer and
     // back costs two passes over it, far more than the one synchronisation fusion would save.
     const LocalOp& op = *entry->local;
-    if (!core::elementwise_op(op.request.op)) {  // Adasum runs alone: its sums are per tensor (ringrun.h)
+    if (!core::elementwise_op(op.request.op)) {  // Adasum runs alone: its sums are per tensor (ringrun(3))
       others.push_back(entry);
       continue;
     }

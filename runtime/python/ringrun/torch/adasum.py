@@ -3,7 +3,7 @@
 Adasum combines whole tensors, not elements: two ranks' tensors a and b become
 ``(1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b``, pair by pair up a binary tree of the ranks (so
 orthogonal tensors add up and equal ones stay as they are). The runtime runs it on float16,
-bfloat16, float32 and float64 tensors in host memory, on any number of ranks (ringrun.h,
+bfloat16, float32 and float64 tensors in host memory, on any number of ranks (ringrun(3),
 RINGRUN_ADASUM). CUDA tensors are copied to the host and the result back, as Horovod's Adasum
 does for GPU tensors without NCCL; Horovod's NCCL build instead averages within each host and
 runs Adasum between hosts only.

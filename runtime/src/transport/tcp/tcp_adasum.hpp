@@ -1,4 +1,4 @@
-// Adasum (RINGRUN_ADASUM, ringrun.h) among every rank of the world, over the TCP mesh whatever
+// Adasum (RINGRUN_ADASUM, ringrun(3)) among every rank of the world, over the TCP mesh whatever
 // transport the other collectives use: the mesh connects every pair of ranks, on one host or
 // several, so one algorithm serves the tcp, shm and shm+tcp communicators alike.
 //
