@@ -42,6 +42,7 @@ const gloo::ReductionFunction<T> *gloo_reduction(ringrun_op op) {
     case RINGRUN_MAX: return gloo::ReductionFunction<T>::max;
     case RINGRUN_PRODUCT: return gloo::ReductionFunction<T>::product;
     case RINGRUN_AVERAGE: return nullptr;
+    case RINGRUN_ADASUM: return nullptr;  // Gloo has no Adasum
   }
   return nullptr;
 }

@@ -37,6 +37,7 @@ std::optional<MPI_Op> mpi_op(ringrun_op op) {
     case RINGRUN_MAX: return MPI_MAX;
     case RINGRUN_PRODUCT: return MPI_PROD;
     case RINGRUN_AVERAGE: return std::nullopt;
+    case RINGRUN_ADASUM: return std::nullopt;  // MPI has no Adasum
   }
   return std::nullopt;
 }

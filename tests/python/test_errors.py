@@ -58,7 +58,7 @@ hvd.synchronize(pending)
 raises(ValueError, "bool", lambda: hvd.allreduce(torch.ones(2, dtype=torch.bool), prescale_factor=2.0))
 
 # What ringrun does not have, by name.
-raises(NotImplementedError, "Adasum", lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum))
+raises(NotImplementedError, "Adasum", lambda: hvd.reducescatter(torch.ones(2 * N), op=hvd.Adasum))
 raises(ValueError, "must be a ProcessSet", lambda: hvd.allreduce(torch.ones(2), process_set=object()))
 raises(ValueError, "not registered", lambda: hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0])))
 raises(NotImplementedError, "MPI communicator", lambda: hvd.init(comm=[0, 1]))

@@ -210,7 +210,8 @@ expect(ValueError, lambda: hvd.DistributedOptimizer(sgd(), named_parameters=name
 expect(ValueError, lambda: hvd.DistributedOptimizer(sgd(), named_parameters=[p for _, p in named]), 'not tuples', 'tuples')
 expect(ValueError, lambda: hvd.DistributedOptimizer(sgd(), op=hvd.Sum, gradient_predivide_factor=2.0), 'predivide with Sum',
        'gradient_predivide_factor')
-expect(NotImplementedError, lambda: hvd.DistributedOptimizer(sgd(), op=hvd.Adasum), 'Adasum', 'Adasum')
+expect(ValueError, lambda: hvd.DistributedOptimizer(sgd(), op=hvd.Adasum, gradient_predivide_factor=2.0),
+       'predivide with Adasum', 'gradient_predivide_factor')
 expect(ValueError, lambda: hvd.DistributedOptimizer(sgd(), groups=-1), 'groups=-1', 'groups')
 other = make_model(0)  # hooks stay on a model's parameters: keep this optimizer off m's
 hvd.DistributedOptimizer(torch.optim.SGD(other.parameters(), lr=0.1), process_set=hvd.global_process_set)

@@ -257,7 +257,7 @@ TEST_CASE("recursive doubling: mismatches reach every rank, whichever member dis
 TEST_CASE("invalid arguments fail on the calling rank only and leave the communicator usable") {
   test::run_ranks(2, Placement::one_host, [&](int rank, Communicator& comm) {
     float x = 1;
-    CHECK_THROWS_AS(comm.allreduce(&x, &x, 1, static_cast<ringrun_dtype>(7) /* invalid, yet inside the enum's range: 42 would be UB in C++ (UBSan) */, RINGRUN_SUM), RuntimeError);
+    CHECK_THROWS_AS(comm.allreduce(&x, &x, 1, static_cast<ringrun_dtype>(15) /* invalid, yet inside the enum's range (0..15): 42 would be UB in C++ (UBSan) */, RINGRUN_SUM), RuntimeError);
     CHECK_THROWS_AS(comm.allreduce(nullptr, &x, 1, RINGRUN_FLOAT32, RINGRUN_SUM), RuntimeError);
     CHECK_THROWS_AS(comm.broadcast(&x, 1, RINGRUN_FLOAT32, 5), RuntimeError);
     comm.allreduce(&x, &x, 1, RINGRUN_FLOAT32, RINGRUN_SUM);

@@ -19,7 +19,19 @@ typedef enum {
   RINGRUN_BOOL = 9
 } ringrun_dtype;
 
-typedef enum { RINGRUN_SUM = 0, RINGRUN_AVERAGE = 1, RINGRUN_MIN = 2, RINGRUN_MAX = 3, RINGRUN_PRODUCT = 4 } ringrun_op;
+/* Reduction ops of the allreduces. SUM, AVERAGE, MIN, MAX and PRODUCT combine element by element,
+ * every dtype. ADASUM (Horovod's hvd.Adasum, Maleki et al., arXiv:2006.02924) combines whole
+ * tensors: pairs of partial results a, b become (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b, the
+ * dot product and norms taken over the whole tensor in double precision, by recursive vector
+ * halving and distance doubling over TCP between every pair of ranks (any placement). It sums
+ * orthogonal tensors and averages equal ones. Allreduce only (one tensor per call, never fused);
+ * float16, bfloat16, float32 and float64 host buffers; any number of ranks (with 2^k < n < 2^(k+1),
+ * rank 2^k + j first combines its tensor into rank j's, and the halves 1/2 of the unbalanced pairs
+ * become each side's share of the ranks, so tensors that are multiples of one another still
+ * average). Integer dtypes and device buffers: RINGRUN_ERR_INVALID_ARGUMENT. */
+typedef enum {
+  RINGRUN_SUM = 0, RINGRUN_AVERAGE = 1, RINGRUN_MIN = 2, RINGRUN_MAX = 3, RINGRUN_PRODUCT = 4, RINGRUN_ADASUM = 5
+} ringrun_op;
 
 /* Error codes (negative). */
 enum {

@@ -27,7 +27,7 @@ class RuntimeError : public std::runtime_error {
 };
 
 enum class Op { sum = RINGRUN_SUM, average = RINGRUN_AVERAGE, min = RINGRUN_MIN, max = RINGRUN_MAX,
-                product = RINGRUN_PRODUCT };
+                product = RINGRUN_PRODUCT, adasum = RINGRUN_ADASUM };
 
 // The dtype of a C++ element type (fp16/bf16 have no standard C++ type: use the void* overloads).
 template <typename T> struct dtype_of;

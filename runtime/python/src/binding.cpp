@@ -194,7 +194,7 @@ PYBIND11_MODULE(_ringrun, m) {
                              {"INT16", RINGRUN_INT16}, {"BOOL", RINGRUN_BOOL}})
     m.attr(name) = static_cast<int>(value);
   for (auto [name, value] : {std::pair{"SUM", RINGRUN_SUM}, {"AVERAGE", RINGRUN_AVERAGE}, {"MIN", RINGRUN_MIN},
-                             {"MAX", RINGRUN_MAX}, {"PRODUCT", RINGRUN_PRODUCT}})
+                             {"MAX", RINGRUN_MAX}, {"PRODUCT", RINGRUN_PRODUCT}, {"ADASUM", RINGRUN_ADASUM}})
     m.attr(name) = static_cast<int>(value);
   define_queries(m);
   define_synchronous(m);

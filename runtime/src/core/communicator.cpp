@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "bootstrap/bootstrap.hpp"
+#include "core/adasum.hpp"
 #include "core/dtype.hpp"
 #include "ringrun/runtime.hpp"
 #include "transport/nccl/device_memory.hpp"
@@ -18,6 +19,7 @@
 #endif
 #include "transport/hier/hier_transport.hpp"
 #include "transport/shm/shm_transport.hpp"
+#include "transport/tcp/tcp_adasum.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 #include "transport/tcp/tcp_transport.hpp"
 
@@ -272,6 +274,7 @@ Transport* Communicator::device_transport(const char* what, const void* a, const
 }
 
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op) {
+  if (op == RINGRUN_ADASUM) return adasum(send, recv, count, dtype);
   run(Collective::allreduce, "allreduce", [&] {
     check_type("allreduce", dtype);
     require(valid_op(op), "allreduce", "unknown op {}", static_cast<int>(op));
@@ -287,12 +290,31 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, ri
   });
 }
 
+void Communicator::adasum(const void* send, void* recv, std::size_t count, ringrun_dtype dtype) {
+  run(Collective::allreduce, "allreduce", [&] {
+    check_type("allreduce", dtype);
+    require(count == 0 || (send && recv), "allreduce", "send or recv is null");
+    check_adasum_arguments("allreduce", dtype, send, recv, count);
+    OpHeader header{.seq = ++seq_, .count = count, .kind = Collective::allreduce, .dtype = dtype, .op = RINGRUN_ADASUM};
+    if (!transport_) {
+      if (send != recv && count) std::memmove(recv, send, header.bytes());
+      return;  // one rank: the Adasum of one tensor is that tensor
+    }
+    // Every transport's barrier compares the header it is given, in the steps every call of that
+    // transport begins with: a rank that called another collective sees the mismatch, as all do.
+    transport_->barrier(header);
+    if (!adasum_) adasum_ = std::make_unique<TcpAdasum>(*mesh_);
+    adasum_->allreduce(header, send, recv);
+  });
+}
+
 bool Communicator::can_allreduce_scattered() const { return !transport_ || transport_->scattered(); }
 
 void Communicator::allreduce_scattered(std::span<const BufferSpan> spans, ringrun_dtype dtype, ringrun_op op) {
   run(Collective::allreduce, "allreduce", [&] {
     check_type("allreduce", dtype);
     require(valid_op(op), "allreduce", "unknown op {}", static_cast<int>(op));
+    require(elementwise_op(op), "allreduce", "{} reduces one tensor at a time, never a fused one", op_name(op));
     const std::size_t esize = dtype_size(dtype);
     std::size_t count = 0;
     for (const auto& span : spans) {
@@ -440,6 +462,7 @@ void Communicator::abort() { close(false); }
 void Communicator::close(bool orderly) {
   closed_ = true;
   nccl_.reset();  // aborts the NCCL communicator unless finalize closed it in order
+  adasum_.reset();
   shm_.reset();
   tcp_.reset();
   transport_ = nullptr;

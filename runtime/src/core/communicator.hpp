@@ -24,6 +24,7 @@
 namespace ringrun::core {
 
 class Exchange;
+class TcpAdasum;
 class TcpMesh;
 
 struct CommunicatorConfig {
@@ -56,6 +57,7 @@ class Communicator {
   // memory) go through NCCL in builds that have it (transport/nccl/), created on first use.
   const char* transport_name() const;
 
+  // RINGRUN_ADASUM runs over the TCP mesh whatever the transport (transport/tcp/tcp_adasum.hpp).
   void allreduce(const void* send, void* recv, std::size_t count, ringrun_dtype dtype, ringrun_op op);
   void broadcast(void* buf, std::size_t count, ringrun_dtype dtype, int root);
   void allgather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv);
@@ -97,6 +99,7 @@ class Communicator {
   // device other than the one NCCL runs on, and in builds without NCCL.
   Transport* device_transport(const char* what, const void* a, const void* b);
   void gather(const void* send, std::size_t count, ringrun_dtype dtype, void* recv, bool may_be_device);
+  void adasum(const void* send, void* recv, std::size_t count, ringrun_dtype dtype);
 
   World world_;
   std::unique_ptr<TcpMesh> mesh_;
@@ -105,6 +108,7 @@ class Communicator {
   Transport* transport_ = nullptr;  // shm_ when there, else tcp_; null for one rank
   bool hierarchical_ = false;       // shm_ is the HierTransport
   std::unique_ptr<Transport> nccl_;  // NcclTransport, for device buffers
+  std::unique_ptr<TcpAdasum> adasum_;  // on the mesh, created on first use
   std::uint64_t seq_ = 0;
   int broken_code_ = 0;
   std::string broken_message_;

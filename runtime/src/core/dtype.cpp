@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "ringrun/runtime.hpp"
+
 namespace ringrun::core {
 
 bool valid_dtype(int dtype) { return dtype >= RINGRUN_FLOAT32 && dtype <= RINGRUN_BOOL; }
-bool valid_op(int op) { return op >= RINGRUN_SUM && op <= RINGRUN_PRODUCT; }
+bool valid_op(int op) { return op >= RINGRUN_SUM && op <= RINGRUN_ADASUM; }
 
 const char* dtype_name(ringrun_dtype dtype) {
   switch (dtype) {
@@ -33,6 +37,7 @@ const char* op_name(ringrun_op op) {
     case RINGRUN_MIN: return "min";
     case RINGRUN_MAX: return "max";
     case RINGRUN_PRODUCT: return "product";
+    case RINGRUN_ADASUM: return "adasum";
   }
   return "unknown-op";
 }
@@ -211,7 +216,10 @@ void reduce_scalar(void* dst, const void* a, const void* b, std::size_t count, r
     case RINGRUN_MIN: return dispatch<Min>(dst, a, b, count, dtype);
     case RINGRUN_MAX: return dispatch<Max>(dst, a, b, count, dtype);
     case RINGRUN_PRODUCT: return dispatch<Product>(dst, a, b, count, dtype);
+    case RINGRUN_ADASUM: break;
   }
+  throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("reduce: {} is no elementwise op (core/adasum.cpp runs it)",
+                                                       op_name(op)));
 }
 
 void finish_average_scalar(void* buf, std::size_t count, ringrun_dtype dtype, int ranks) {

@@ -14,6 +14,9 @@ namespace ringrun::core {
 
 bool valid_dtype(int dtype);
 bool valid_op(int op);
+// The ops reduce() and finish_average() take: all but RINGRUN_ADASUM, which combines whole tensors
+// (core/adasum.hpp) and never reaches the elementwise kernels.
+constexpr bool elementwise_op(ringrun_op op) { return op != RINGRUN_ADASUM; }
 // Bytes per element; 0 for an unknown dtype. Inline: the engine asks once per tensor.
 constexpr std::size_t dtype_size(ringrun_dtype dtype) {
   switch (dtype) {
@@ -39,7 +42,8 @@ float bfloat16_to_float(std::uint16_t bits);
 std::uint16_t float_to_bfloat16(float value);
 
 // dst[i] = a[i] (op) b[i] for count elements. dst may be the same buffer as a or b; AVERAGE
-// combines like SUM (see finish_average).
+// combines like SUM (see finish_average). op must be elementwise_op (ADASUM throws
+// RINGRUN_ERR_INTERNAL).
 void reduce(void* dst, const void* a, const void* b, std::size_t count, ringrun_dtype dtype, ringrun_op op);
 
 // buf[i] /= ranks, the last step of AVERAGE.

@@ -117,6 +117,7 @@ RINGRUN_AVX2_F16C std::size_t combine_format(std::uint16_t* dst, const std::uint
     case RINGRUN_MIN: return combine<Format, VectorMin>(dst, a, b, n);
     case RINGRUN_MAX: return combine<Format, VectorMax>(dst, a, b, n);
     case RINGRUN_PRODUCT: return combine<Format, VectorProduct>(dst, a, b, n);
+    case RINGRUN_ADASUM: break;  // not elementwise: the scalar kernel refuses it
   }
   return 0;
 }

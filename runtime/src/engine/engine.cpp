@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "core/adasum.hpp"
 #include "core/dtype.hpp"
 #include "core/env.hpp"
 #include "engine/timeline.hpp"
@@ -198,6 +199,9 @@ OpRef Engine::submit(OpRequest request) {
   check_argument(!name.empty(), name, "an op needs a non-empty name");
   check_argument(core::valid_dtype(request.dtype), name, "unknown dtype");
   check_argument(request.kind != Collective::allreduce || core::valid_op(request.op), name, "unknown reduction op");
+  if (request.kind == Collective::allreduce && request.op == RINGRUN_ADASUM)  // refused here, not at execution
+    core::check_adasum_arguments(fmt::format("tensor '{}'", name), request.dtype, request.send, request.recv,
+                                 request.count);
   if (request.count > 0) {
     if (request.kind == Collective::allreduce || (request.kind == Collective::allgather && !request.varying))
       check_argument(request.send && request.recv, name, "send or recv is null");

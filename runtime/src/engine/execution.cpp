@@ -55,6 +55,10 @@ void Engine::execute(std::vector<Entry*>& ready) {
     // A large tensor also runs alone, on its own buffers: copying it into the fusion buffer and
     // back costs two passes over it, far more than the one synchronisation fusion would save.
     const LocalOp& op = *entry->local;
+    if (!core::elementwise_op(op.request.op)) {  // Adasum runs alone: its sums are per tensor (ringrun(3))
+      others.push_back(entry);
+      continue;
+    }
     const std::size_t bytes = op.request.count * core::dtype_size(op.request.dtype);
     const bool compress = config_.fp16_compression && op.request.dtype == RINGRUN_FLOAT32;
     if (op.request.kind != Collective::allreduce || op.device || (bytes >= config_.unfused_min_bytes && !compress)) {

@@ -134,6 +134,7 @@ RecordHeader Engine::write_inline(const RecordLayout& layout, const std::vector<
     const OpRequest& r = op.request;
     const std::size_t bytes = r.count * core::dtype_size(r.dtype);
     if (r.kind != Collective::allreduce || !r.cacheable || bytes == 0 || bytes > inline_capacity_) return;
+    if (!core::elementwise_op(r.op)) return;  // Adasum: reduced by its own exchanges, not from the records
     const OpShape& cached = cache_.shape(static_cast<std::size_t>(bit));
     if (cached.kind != r.kind || cached.dtype != r.dtype || cached.op != r.op || cached.count != r.count) return;
     candidates.emplace_back(bit, &op);
@@ -171,6 +172,7 @@ bool Engine::write_lone_record(const RecordLayout& layout, LocalOp& op, Clock::t
   // the two for every op taken here.
   const OpRequest& r = op.request;
   if (r.kind != Collective::allreduce || !r.cacheable || !layout.inline_bytes || local_pending_ != 0) return false;
+  if (!core::elementwise_op(r.op)) return false;  // as in write_inline
   if (layout.listed && layout.slots < 2) return false;
   if (rank_ == 0 && stall_.due(now)) return false;
   const std::size_t bytes = r.count * core::dtype_size(r.dtype);

@@ -44,9 +44,12 @@ Average = _ringrun.AVERAGE
 Min = _ringrun.MIN
 Max = _ringrun.MAX
 Product = _ringrun.PRODUCT
-Adasum = -1  # accepted as a name so that scripts import; refused when used
+Adasum = _ringrun.ADASUM  # whole-tensor, allreduce only (ringrun/torch/adasum.py)
 
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product", Adasum: "Adasum"}
+# The calls that take op=Adasum, as in Horovod (its reducescatter refuses it).
+_ADASUM_CALLS = frozenset({"allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
+                           "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_"})
 
 _DTYPES = {
     torch.float32: _ringrun.FLOAT32,
@@ -219,8 +222,8 @@ def _op_code(op, average, what):
         return Average if average else Sum
     if op is None:
         return Average
-    if op == Adasum:
-        raise NotImplementedError(f"{what}: op=Adasum is not supported by ringrun; use Average or Sum")
+    if op == Adasum and what not in _ADASUM_CALLS:
+        raise NotImplementedError(f"{what}: op=Adasum is an allreduce op only (as in Horovod); use Average or Sum")
     if op not in _OP_NAMES:
         raise ValueError(f"{what}: unknown op {op!r}; use Average, Sum, Min, Max or Product")
     return op

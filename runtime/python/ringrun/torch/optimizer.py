@@ -12,6 +12,7 @@ import torch
 
 from ringrun import _ringrun
 from ringrun.torch.basics import Adasum, Average, global_process_set, size, synchronize
+from ringrun.torch.adasum_optimizer import DistributedAdasumOptimizer
 from ringrun.torch.compression import Compression
 from ringrun.torch.functions import broadcast_object
 from ringrun.torch.reduce_ops import allreduce_async_, grouped_allreduce_async_
@@ -308,7 +309,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             ``allreduce.noname.<group>.<index>``.
         compression: ``Compression.none`` or ``Compression.fp16`` (gradients sent as float16).
         backward_passes_per_step: backward passes accumulated locally before each step().
-        op: ``Average`` (default), ``Sum``, ``Min``, ``Max`` or ``Product``.
+        op: ``Average`` (default), ``Sum``, ``Min``, ``Max``, ``Product``, or ``Adasum``: on more
+            than one rank Horovod's delta optimizer (adasum_optimizer.py; groups and
+            sparse_as_dense do not apply).
         gradient_predivide_factor: with op=Average, gradients are scaled by
             1/gradient_predivide_factor before the sum and gradient_predivide_factor/size after.
         num_groups: deprecated spelling of an int ``groups``.
@@ -319,9 +322,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         process_set: the ranks whose gradients are averaged (default: every rank); a rank outside
             the set steps on its own gradients.
     """
-    if op == Adasum:
-        raise NotImplementedError('ringrun.torch.DistributedOptimizer: op=Adasum is not supported; '
-                                  'use op=hvd.Average (the default) or hvd.Sum.')
     if process_set is None:
         process_set = global_process_set
     if gradient_predivide_factor != 1.0 and op != Average:
@@ -335,6 +335,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if getattr(optimizer, '_ringrun_distributed', False):
         raise ValueError('optimizer is already a DistributedOptimizer; wrap the plain '
                          'torch.optim optimizer once.')
+    if op == Adasum and size() > 1:
+        return DistributedAdasumOptimizer(optimizer, named_parameters, compression, backward_passes_per_step)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,

@@ -10,7 +10,8 @@ shapes.
 import torch
 
 from ringrun import _ringrun
-from ringrun.torch.basics import (_add_group, _add_pending, _check_dense, _completed, _op_code, global_process_set,
+from ringrun.torch import adasum
+from ringrun.torch.basics import (Adasum, _add_group, _add_pending, _check_dense, _completed, _op_code, global_process_set,
                                   synchronize)
 from ringrun.torch.compression import Compression
 from ringrun.torch.submission import scale, submit
@@ -18,6 +19,9 @@ from ringrun.torch.submission import scale, submit
 
 def _submit_allreduce(tensor, output, name, op, prescale_factor, postscale_factor, process_set, what):
     """Submits tensor -> output (the same tensor: in place); returns (C handle, kept, finish)."""
+    device_output = None
+    if op == Adasum:  # float dtypes only; CUDA tensors through host memory
+        tensor, output, device_output = adasum.host_buffers(tensor, output, what)
     target = output if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
     if output is tensor:  # in place, on a contiguous copy when the tensor is not (written back after)
         if target is not tensor:
@@ -33,7 +37,7 @@ def _submit_allreduce(tensor, output, name, op, prescale_factor, postscale_facto
         scale(target, postscale_factor)
         if target is not output:
             output.copy_(target)
-        return output
+        return output if device_output is None else device_output.copy_(output)
 
     return handle, (source, target), finish
 
@@ -69,7 +73,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def _allreduce_now(tensor, output, op, prescale_factor, postscale_factor, process_set, what):
     """A call waited for at once: named by the runtime's rotation (a response-cache hit from the
     second call on, so small tensors ride in the negotiation)."""
-    if prescale_factor != 1.0 or not tensor.is_contiguous() or not output.is_contiguous():
+    if op == Adasum or prescale_factor != 1.0 or not tensor.is_contiguous() or not output.is_contiguous():
         return synchronize(_allreduce_async(tensor, output, None, op, prescale_factor, postscale_factor, process_set,
                                             what))
     handle, _ = submit(_ringrun.ALLREDUCE, what, tensor, output, op=op, process_set=process_set, automatic_name=True)

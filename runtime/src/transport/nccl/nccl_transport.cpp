@@ -84,6 +84,7 @@ ncclRedOp_t nccl_op(ringrun_op op) {
     case RINGRUN_MIN: return ncclMin;
     case RINGRUN_MAX: return ncclMax;
     case RINGRUN_PRODUCT: return ncclProd;
+    case RINGRUN_ADASUM: break;  // host memory only: the communicator refuses device buffers first
   }
   throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("nccl: unknown op {}", static_cast<int>(op)));
 }

@@ -28,7 +28,7 @@ bool decode_op_header(const unsigned char* in, OpHeader* h) {
   const unsigned kind = in[4], dtype = in[5], op = in[6];
   if (kind < static_cast<unsigned>(Collective::allreduce) || kind > static_cast<unsigned>(Collective::reducescatter))
     return false;
-  if (dtype > static_cast<unsigned>(RINGRUN_BOOL) || op > static_cast<unsigned>(RINGRUN_PRODUCT)) return false;
+  if (dtype > static_cast<unsigned>(RINGRUN_BOOL) || op > static_cast<unsigned>(RINGRUN_ADASUM)) return false;
   h->kind = static_cast<Collective>(kind);
   h->dtype = static_cast<ringrun_dtype>(dtype);
   h->op = static_cast<ringrun_op>(op);
