@@ -36,12 +36,14 @@ for first in range(N):
     assert last != first or N == 1, (last, first)
     assert hvd.allgather_object(last) == [last] * N, "join() returns the same rank everywhere"
 
-# Allgather and broadcast cannot be stood in for: they fail, naming join, and the job goes on.
+# Allgather and broadcast cannot be stood in for: they fail at once, naming join, and the job goes
+# on. Unnamed, as Horovod's own test calls them: with 3 ranks the ranks' automatic names drift
+# apart (each skipped a call once), so waiting for the others to submit the same one would hang.
 for first in range(N):
     if R == first:
         hvd.join()
         continue
-    for call in (lambda: hvd.allgather(torch.ones(2, 2), name="joined.gather"),
+    for call in (lambda: hvd.allgather(torch.ones(2, 2)),
                  lambda: hvd.broadcast(torch.ones(2), root_rank=R, name="joined.bcast")):
         try:
             call()

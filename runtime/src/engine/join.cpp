@@ -74,13 +74,16 @@ const OpShape& Engine::some_shape(Entry& entry) {
 }
 
 void Engine::ready_with_joined() {
-  // A name every rank that has not joined submitted is ready (its present count stays short of
-  // the size by the joined ranks that did not submit it).
+  // An allreduce every rank that has not joined submitted is ready (its present count stays short
+  // of the size by the joined ranks that did not submit it). Any other collective is ready to fail
+  // as soon as one rank submitted it: no joined rank can stand in for it, and the ranks need not
+  // call it alike (unnamed ops after some ranks skipped some would never meet), so nobody waits.
   auto consider = [&](Entry& entry) {
     if (entry.present == 0 || entry.present == size_ || entry.uniform) return;
     const std::optional<OpShape>* submitted = shapes(entry);
-    for (int r = 0; r < size_; ++r)
-      if (!submitted[r] && !joined_[static_cast<std::size_t>(r)]) return;
+    if (some_shape(entry).kind == Collective::allreduce)
+      for (int r = 0; r < size_; ++r)
+        if (!submitted[r] && !joined_[static_cast<std::size_t>(r)]) return;
     if (std::find(ready_.begin(), ready_.end(), &entry) == ready_.end()) ready_.push_back(&entry);
   };
   for (Entry& entry : bit_entries_) consider(entry);
