@@ -4,7 +4,7 @@
 // latency of one small tensor through the engine against a plain ringrun_allreduce of it.
 //
 // In phases, because the first async call starts the engine for good and from then on every
-// synchronous ringrun_* call is routed through it (engine/process_engine.hpp):
+// synchronous ringrun_* call is routed through it (api/process_engine.hpp):
 //   1. before the engine: ringrun's direct path (one-big, one-by-one) alternating sample by
 //      sample with the peer's one-by-one and one-big;
 //   2. with the engine: the engine step alternating with the peer's one-by-one again (the

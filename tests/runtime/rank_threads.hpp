@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "ringrun/store.hpp"
 
 namespace ringrun::test {

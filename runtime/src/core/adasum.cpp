@@ -10,7 +10,7 @@
 #include "core/dtype.hpp"
 #include "core/reduce_simd.hpp"
 #include "ringrun/runtime.hpp"
-#include "transport/nccl/device_memory.hpp"
+#include "core/device_memory.hpp"
 
 namespace ringrun::core {
 namespace {

@@ -19,7 +19,7 @@
 #include "core/env.hpp"
 #include "engine/timeline.hpp"
 #include "ringrun/runtime.hpp"
-#include "transport/nccl/device_memory.hpp"
+#include "core/device_memory.hpp"
 
 namespace ringrun::engine {
 
@@ -451,7 +451,7 @@ void Engine::shutdown() {
 
 void Engine::release() {
   // No cycle runs any more (the thread left its loop once finished_), and a submission is refused
-  // before it touches the tables. A stopped engine may stay allocated (engine_c_api.cpp): what it
+  // before it touches the tables. A stopped engine may stay allocated (api/engine_c_api.cpp): what it
   // holds goes now.
   {
     std::lock_guard lock(mutex_);

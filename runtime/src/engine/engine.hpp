@@ -46,7 +46,7 @@
 //   execution.cpp          fusion grouping and running the collectives
 //   op_state.hpp           op states: completion (lock-free), waits, free lists, CycleDriver
 //   timeline.hpp           the Chrome trace written by rank 0
-//   engine_c_api.cpp, process_engine.hpp: the process-wide engine behind the C API
+//   api/engine_c_api.cpp, api/process_engine.hpp: the process-wide engine behind the C API
 //
 // The steady state (the same names every step) costs no allocation and no lookup by name in the
 // cycle beyond one per submitted op: a cached name's table entry is indexed by its cache bit and
@@ -70,7 +70,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "core/world.hpp"
 #include "engine/negotiation_record.hpp"
 #include "engine/op_state.hpp"

@@ -17,7 +17,7 @@
 #include "core/dtype.hpp"
 #include "engine/engine.hpp"
 #include "engine/timeline.hpp"
-#include "transport/nccl/device_memory.hpp"
+#include "core/device_memory.hpp"
 #include "ringrun/runtime.hpp"
 
 namespace ringrun::engine {

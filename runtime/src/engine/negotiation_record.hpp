@@ -46,7 +46,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/communicator.hpp"
+#include "comm/communicator.hpp"
 
 namespace ringrun::engine {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "bootstrap/elastic.hpp"
-#include "core/process_runtime.hpp"
+#include "api/process_runtime.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/communicator.hpp"
+#include "comm/communicator.hpp"
 
 namespace ringrun::core {
 

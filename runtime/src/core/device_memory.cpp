@@ -1,4 +1,4 @@
-#include "transport/nccl/device_memory.hpp"
+#include "core/device_memory.hpp"
 
 #include <dlfcn.h>
 #include <link.h>

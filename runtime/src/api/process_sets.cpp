@@ -1,6 +1,6 @@
 // Process sets (process_sets.hpp): the table of sets, their creation through the world's engine,
 // and the C API's ringrun_*process_set* calls.
-#include "engine/process_sets.hpp"
+#include "api/process_sets.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/process_runtime.hpp"
+#include "api/process_runtime.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 

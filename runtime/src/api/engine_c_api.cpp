@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "core/process_runtime.hpp"
-#include "engine/process_engine.hpp"
-#include "engine/process_sets.hpp"
+#include "api/process_runtime.hpp"
+#include "api/process_engine.hpp"
+#include "api/process_sets.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 

@@ -1,4 +1,4 @@
-#include "core/communicator.hpp"
+#include "comm/communicator.hpp"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include "core/adasum.hpp"
 #include "core/dtype.hpp"
 #include "ringrun/runtime.hpp"
-#include "transport/nccl/device_memory.hpp"
+#include "core/device_memory.hpp"
 #ifdef RINGRUN_HAVE_NCCL
 #include "transport/nccl/nccl_transport.hpp"
 #endif
