@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ringrun/plan.hpp>
+#include <ringrun/process.hpp>
 #include <ringrun/supervisor.hpp>
 
 #include <optional>
@@ -9,11 +10,6 @@
 #include <vector>
 
 namespace ringrun {
-
-// Bad usage: what() is the one-line message; ringrun exits 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // Elastic mode (issue 20), horovodrun's options. Slice 1 runs on this host's -np slots only.
 struct ElasticOptions {

@@ -1,6 +1,7 @@
 // The srun and mpirun backends: one launcher process whose tasks are `ringrun task`, the task
 // shim, which plans its own node from its own topology and execs the program.
 #include "backend/backend.hpp"
+#include "common/subprocess.hpp"
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
 

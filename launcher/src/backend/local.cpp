@@ -1,6 +1,7 @@
 // The local backend: every rank is a child of ringrun on this host, started by clone/exec
 // (rank_spawn.hpp).
 #include "backend/backend.hpp"
+#include "common/subprocess.hpp"
 
 #include <ringrun/slurm.hpp>
 

@@ -1,7 +1,7 @@
 // Elastic mode's decisions: events in, actions out (elastic/coordinator.hpp).
 #include "elastic/coordinator.hpp"
 
-#include "supervisor/parts.hpp"
+#include "common/subprocess.hpp"
 
 #include <fmt/format.h>
 

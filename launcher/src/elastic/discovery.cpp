@@ -1,9 +1,11 @@
 // Running --host-discovery-script: process, pipe, timeout (elastic/discovery.hpp).
 #include "elastic/discovery.hpp"
 
+#include "common/subprocess.hpp"
+
 #include "supervisor/parts.hpp"
 
-#include <ringrun/supervisor.hpp>
+#include <ringrun/process.hpp>
 
 #include <fmt/format.h>
 

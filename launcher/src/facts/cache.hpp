@@ -3,7 +3,7 @@
 // the answer depends on: a changed input is another key, so a stale answer is never read.
 #pragma once
 
-#include <ringrun/plan.hpp>
+#include <ringrun/allocation.hpp>
 
 #include <functional>
 #include <optional>

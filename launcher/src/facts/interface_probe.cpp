@@ -1,7 +1,10 @@
 #include "facts/interface_probe.hpp"
 
+#include "common/subprocess.hpp"
 #include "facts/cache.hpp"
 #include "facts/python_package.hpp"
+
+#include <ringrun/process.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

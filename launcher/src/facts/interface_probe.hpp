@@ -4,8 +4,7 @@
 // IPv4 addresses as one line; a pure function picks a name present and up on all of them.
 #pragma once
 
-#include <ringrun/plan.hpp>
-#include <ringrun/supervisor.hpp>
+#include <ringrun/allocation.hpp>
 
 #include <optional>
 #include <string>

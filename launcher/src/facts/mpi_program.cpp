@@ -1,6 +1,8 @@
 #include "facts/mpi_program.hpp"
 
-#include <ringrun/supervisor.hpp>
+#include "common/subprocess.hpp"
+
+#include <ringrun/process.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -4,7 +4,7 @@
 // decides whether srun can honour --cpu-bind at all.
 #pragma once
 
-#include <ringrun/plan.hpp>
+#include <ringrun/allocation.hpp>
 
 #include <functional>
 #include <string>

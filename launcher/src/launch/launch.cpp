@@ -1,14 +1,15 @@
 #include <ringrun/launch.hpp>
 
 #include "backend/backend.hpp"
+#include "common/subprocess.hpp"
 #include "doctor/doctor.hpp"
 #include "elastic/discovery.hpp"
 #include "elastic/job.hpp"
 #include "facts/cache.hpp"
 #include "facts/interface_probe.hpp"
-#include "launch/mpi_programs.hpp"
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
+#include "launch/mpi_programs.hpp"
 
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>

@@ -1,5 +1,6 @@
 #include "launch/mpi_programs.hpp"
 
+#include "common/subprocess.hpp"
 #include "facts/mpi_program.hpp"
 
 #include <ringrun/allocation.hpp>

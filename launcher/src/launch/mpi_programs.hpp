@@ -4,7 +4,7 @@
 #pragma once
 
 #include <ringrun/plan.hpp>
-#include <ringrun/supervisor.hpp>
+#include <ringrun/process.hpp>
 
 #include <memory>
 #include <optional>

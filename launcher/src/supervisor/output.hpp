@@ -5,7 +5,7 @@
 
 #include "supervisor/rank_output.hpp"
 
-#include <ringrun/supervisor.hpp>
+#include <ringrun/process.hpp>
 
 #include <fmt/format.h>
 

@@ -32,20 +32,6 @@ bool g_signals_blocked = false;
 
 }  // namespace
 
-std::string describe_status(int status) {
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    return fmt::format("was killed by signal {} (SIG{})", sig, name ? name : "?");
-  }
-  return fmt::format("exited with code {}", WEXITSTATUS(status));
-}
-
-int exit_code_of(int status) {
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
 RankLaunch rank_launch(const ProcessSpec& spec, const sigset_t& exec_mask, pid_t parent) {
   RankLaunch launch;
   launch.executable = spec.executable;

@@ -4,7 +4,7 @@
 
 #include "supervisor/rank_spawn.hpp"
 
-#include <ringrun/supervisor.hpp>
+#include <ringrun/process.hpp>
 
 #include <signal.h>
 #include <sys/types.h>
@@ -12,12 +12,6 @@
 #include <string>
 
 namespace ringrun {
-
-// "exited with code 3", "was killed by signal 9 (SIGKILL)": how a waitpid status reads in a summary.
-std::string describe_status(int wait_status);
-
-// The status ringrun returns for a process that ended with `wait_status`: its code, 128+signal.
-int exit_code_of(int wait_status);
 
 // The rank's launch record, built before the clone (the child may only make system calls):
 // argv, environment, CPU set, and for --mem-bind local the set_mempolicy mask of the NUMA nodes

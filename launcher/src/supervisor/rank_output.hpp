@@ -7,7 +7,7 @@
 // mid-line too) only to tell whose bytes follow, joins each rank's records and writes whole lines.
 #pragma once
 
-#include <ringrun/supervisor.hpp>
+#include <ringrun/process.hpp>
 
 #include <functional>
 #include <map>

@@ -1,6 +1,6 @@
 #include "supervisor/rank_spawn.hpp"
 
-#include <ringrun/supervisor.hpp>
+#include <ringrun/process.hpp>
 
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+#include "common/subprocess.hpp"
 #include "supervisor/output.hpp"
 #include "supervisor/parts.hpp"
 
@@ -32,42 +33,6 @@ struct Child {
   bool running = false;
   int status = 0;
 };
-
-}  // namespace
-
-std::string resolve_program(const std::string& program, const std::string& path) {
-  if (program.empty()) throw LaunchError("ringrun: the program name is empty", 2);
-  auto check = [&](const std::string& candidate) -> int {
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) != 0) return errno;
-    if (S_ISDIR(st.st_mode)) return EISDIR;
-    if (::access(candidate.c_str(), X_OK) != 0) return errno;
-    return 0;
-  };
-  if (program.find('/') != std::string::npos) {
-    int err = check(program);
-    if (err == 0) return program;
-    throw LaunchError(fmt::format("ringrun: cannot execute '{}': {}", program, std::strerror(err)), 127);
-  }
-  int first_error = ENOENT;
-  std::size_t start = 0;
-  for (;;) {
-    std::size_t colon = path.find(':', start);
-    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
-    int err = check(candidate);
-    if (err == 0) return candidate;
-    if (err != ENOENT && err != ENOTDIR && first_error == ENOENT) first_error = err;
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  if (first_error != ENOENT)
-    throw LaunchError(fmt::format("ringrun: cannot execute '{}': {}", program, std::strerror(first_error)), 127);
-  throw LaunchError(fmt::format("ringrun: program '{}' not found in PATH; give its path (e.g. ./{}) or fix PATH",
-                                program, program), 127);
-}
-
-namespace {
 
 // Output files first: a directory we cannot write is a usage error, and nothing has started.
 void open_rank_files(RankFiles& files, const std::vector<ProcessSpec>& processes, const SupervisorOptions& options) {

@@ -6,8 +6,10 @@
 #include "facts/python_package.hpp"
 #include "supervisor/rank_output.hpp"
 
-#include <ringrun/launch.hpp>
+#include <ringrun/plan.hpp>
+#include <ringrun/process.hpp>
 #include <ringrun/rank_environment.hpp>
+#include <ringrun/task.hpp>
 #include <ringrun/topology.hpp>
 #include <ringrun/topology_cache.hpp>
 
