@@ -82,8 +82,7 @@ class ClusterBackend : public Backend {
     Environment launcher_env = env;
     for (const auto& name : unset_) launcher_env.erase(name);
     p.env = merge_environment(launcher_env, shared_);
-    auto it = env.find("PATH");
-    p.executable = resolve_program(argv_.at(0), it != env.end() ? it->second : "/usr/bin:/bin");
+    p.executable = resolve_program(argv_.at(0), search_path(env));
     p.stdin_inherit = true;
     p.retag = retag();
     for (const auto& r : plan.ranks) p.rank_hosts.push_back(r.host);
@@ -187,8 +186,7 @@ class SrunBackend final : public ClusterBackend {
   ProcessSpec member_step(const RankSlot& r, const Environment& env, const EnvironmentMap& extra) const {
     Environment base = env;
     base.erase("SLURM_NTASKS_PER_NODE");  // the job's, which a one-task step cannot honour
-    auto path = env.find("PATH");
-    const std::string srun = resolve_program("srun", path != env.end() ? path->second : "/usr/bin:/bin");
+    const std::string srun = resolve_program("srun", search_path(env));
     std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + r.host, "--overlap",
                                      "--kill-on-bad-exit=1", "--quiet"};
     if (cpu_bind_none_) argv.push_back("--cpu-bind=none");
@@ -223,8 +221,7 @@ class MpirunBackend final : public ClusterBackend {
   // host as mpirun does (ssh, or srun inside an allocation). Values travel in the environment,
   // names on the command line (-x), so the secret is on none.
   std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
-    auto path = env.find("PATH");
-    const std::string mpirun = resolve_program("mpirun", path != env.end() ? path->second : "/usr/bin:/bin");
+    const std::string mpirun = resolve_program("mpirun", search_path(env));
     std::vector<std::string> names;
     for (const auto& [name, value] : shared_) names.push_back(name);
     for (const IdentityVariable& v : kIdentityVariablesByName) names.emplace_back(v.name);

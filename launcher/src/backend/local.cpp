@@ -29,7 +29,7 @@ class LocalBackend final : public Backend {
       p.stdin_inherit = r.rank == 0;
       // PATH is ringrun's unless -x changed it for the ranks; resolved once, before anything starts.
       if (executable.empty()) {
-        std::string path = r.env.value_of("PATH").value_or(env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin");
+        std::string path = r.env.value_of("PATH").value_or(search_path(env));
         executable = resolve_program(plan.command.at(0), path);
       }
       p.executable = executable;

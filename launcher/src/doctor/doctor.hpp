@@ -50,7 +50,7 @@ struct ProgramOutput {
 // Runs argv (argv[0] a path) without a shell, stdin from /dev/null, stdout+stderr captured; kills
 // it after timeout. nullopt when it could not be started.
 std::optional<ProgramOutput> run_program(const std::vector<std::string>& argv, std::chrono::seconds timeout);
-// The first executable `program` in env's PATH (/usr/local/bin:/usr/bin:/bin without one).
+// The first executable `program` in env's PATH (kDefaultPath without one).
 std::optional<std::string> find_in_path(const Environment& env, const std::string& program);
 
 // The Python binding (ringrun.torch) beside this executable and the torch it would run with.

@@ -1,28 +1,24 @@
 // The probing half of the diagnostics: files, sysfs, dlopen, child processes (run without a
 // shell). Everything found here becomes plain facts for the pure checks in doctor/checks.cpp.
+#include "common/subprocess.hpp"
 #include "doctor/doctor.hpp"
 #include "facts/python_package.hpp"
+#include "facts/srun.hpp"
 
 #include <ringrun/slurm.hpp>
 #include <ringrun/topology.hpp>
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <hwloc.h>
 #include <link.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -33,8 +29,6 @@
 #ifndef RINGRUN_VERSION
 #define RINGRUN_VERSION "0.0.0"
 #endif
-
-extern char** environ;
 
 namespace ringrun {
 namespace {
@@ -59,64 +53,13 @@ std::optional<std::string> read_first_line(const fs::path& path) {
 }  // namespace
 
 std::optional<std::string> diagnostics::find_in_path(const Environment& env, const std::string& program) {
-  std::string path = env_value(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    std::size_t end = path.find(':', start);
-    if (end == std::string::npos) end = path.size();
-    std::string dir = end > start ? path.substr(start, end - start) : ".";
-    fs::path candidate = fs::path(dir) / program;
-    if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return candidate.string();
-    start = end + 1;
-  }
-  return std::nullopt;
+  return ringrun::find_in_path(program, env_value(env, "PATH").value_or(kDefaultPath));
 }
 
 std::optional<ProgramOutput> diagnostics::run_program(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return std::nullopt;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int spawn_error = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  if (spawn_error != 0) {
-    ::close(pipe_fds[0]);
-    return std::nullopt;
-  }
-  ProgramOutput result;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool killed = false;
-  char buffer[4096];
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      ::kill(pid, SIGKILL);
-      killed = true;
-      break;
-    }
-    pollfd pfd{pipe_fds[0], POLLIN, 0};
-    int ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    result.output.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!killed && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
+  auto result = ringrun::run_program({argv.at(0), argv, std::nullopt, timeout, ErrorOutput::captured});
+  if (!result) return std::nullopt;
+  return ProgramOutput{result->exit_code().value_or(-1), std::move(result->output)};
 }
 
 namespace {
@@ -246,7 +189,7 @@ std::string hwloc_version() {
 // The output of `srun --mpi=list`, or why there is none (srun's last line of output).
 std::optional<std::string> srun_mpi_list(const std::optional<std::string>& srun, std::string& error) {
   if (!srun) return std::nullopt;
-  auto result = run_program({*srun, "--mpi=list"}, std::chrono::seconds(20));
+  auto result = run_program({*srun, "--mpi=list"}, kSrunMpiListTimeout);
   if (!result) {
     error = "could not start " + *srun;
     return std::nullopt;
@@ -255,7 +198,8 @@ std::optional<std::string> srun_mpi_list(const std::optional<std::string>& srun,
     std::string output = result->output;
     while (!output.empty() && output.back() == '\n') output.pop_back();
     std::size_t last = output.rfind('\n');
-    error = result->exit_code < 0 ? "killed after 20 s" : output.substr(last == std::string::npos ? 0 : last + 1);
+    error = result->exit_code < 0 ? fmt::format("killed after {} s", kSrunMpiListTimeout.count())
+                                  : output.substr(last == std::string::npos ? 0 : last + 1);
     if (error.empty()) error = fmt::format("exit code {}", result->exit_code);
     return std::nullopt;
   }

@@ -10,20 +10,13 @@
 #include <fmt/ranges.h>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -111,60 +104,17 @@ std::string describe_node(const NodeInterfaces& node) {
 }
 
 // Runs argv (never through a shell) with env, returns its exit status and stdout; stderr passes
-// through. Kills it after kProbeTimeoutS.
+// through. Kills it after kProbeTimeoutS; 127 when it cannot be started.
 std::pair<int, std::string> run_capture(const std::vector<std::string>& argv, const Environment& env) {
-  std::string path = env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin";
-  std::string exe = resolve_program(argv.at(0), path);
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env_strings) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(errno)), 1);
-  pid_t pid = ::fork();
-  if (pid < 0) throw LaunchError(fmt::format("ringrun: fork: {}", std::strerror(errno)), 1);
-  if (pid == 0) {
-    ::dup2(fds[1], STDOUT_FILENO);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    ::execve(exe.c_str(), cargv.data(), cenv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buf[4096];
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kProbeTimeoutS);
-  bool timed_out = false;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out)
+  auto result = run_program({resolve_program(argv.at(0), search_path(env)), argv, env,
+                             std::chrono::seconds(kProbeTimeoutS), ErrorOutput::inherited});
+  if (!result) return {127, ""};
+  if (result->timed_out)
     throw LaunchError(fmt::format("ringrun: the network interface probe ({}) did not finish in {} s; pass "
                                   "--network-interface NAME to skip it",
                                   argv.at(0), kProbeTimeoutS),
                       1);
-  int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return {rc, out};
+  return {exit_code_of(result->wait_status), std::move(result->output)};
 }
 
 }  // namespace

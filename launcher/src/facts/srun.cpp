@@ -1,22 +1,15 @@
 #include "facts/srun.hpp"
 
+#include "common/subprocess.hpp"
 #include "facts/cache.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <optional>
-#include <sstream>
 
 namespace ringrun {
 namespace {
@@ -26,16 +19,6 @@ constexpr int kScontrolTimeoutS = 10;
 std::string value_of(const Environment& env, const char* name) {
   auto it = env.find(name);
   return it == env.end() ? std::string() : it->second;
-}
-
-std::string find_in_path(const Environment& env, const char* program) {
-  std::string path = env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin";
-  std::stringstream ss(path);
-  for (std::string dir; std::getline(ss, dir, ':');) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return {};
 }
 
 bool plugin_name(const std::string& s) {
@@ -60,7 +43,7 @@ bool task_plugin_value(const std::string& s) {
 std::vector<std::string> cached_lines(const Environment& env, const std::string& fact, const std::string& file,
                                       bool (*valid)(const std::string&),
                                       const std::function<std::vector<std::string>()>& ask) {
-  auto srun_id = file_identity(find_in_path(env, "srun"));
+  auto srun_id = file_identity(find_in_path("srun", search_path(env)).value_or(""));
   if (!srun_id) return ask();
   const std::string conf = value_of(env, "SLURM_CONF");
   // The facts come from slurm.conf and srun's build: a new srun or an edited configuration is
@@ -74,61 +57,17 @@ std::vector<std::string> cached_lines(const Environment& env, const std::string&
 // failing scontrol adds no line to the job's output); nullopt when it fails or outlasts timeout_s.
 std::optional<std::string> capture_stdout(const std::string& exe, const std::vector<std::string>& args,
                                           const Environment& env, int timeout_s) {
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> cargv{const_cast<char*>(exe.c_str())}, cenv;
-  for (const auto& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env_strings) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_RDWR);
-    ::dup2(devnull, STDIN_FILENO);
-    ::dup2(devnull, STDERR_FILENO);
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::execve(exe.c_str(), cargv.data(), cenv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  std::string out;
-  bool timed_out = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  char buf[4096];
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{fds[0], POLLIN, 0};
-    const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      timed_out = true;
-      break;
-    }
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return out;
+  std::vector<std::string> argv{exe};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto result = run_program({exe, std::move(argv), env, std::chrono::seconds(timeout_s), ErrorOutput::discarded});
+  if (!result || result->exit_code() != 0) return std::nullopt;
+  return std::move(result->output);
 }
 
 std::string ask_task_plugin(const Environment& env) {
   const std::string conf = value_of(env, "SLURM_CONF");
   if (::access(conf.empty() ? "/etc/slurm/slurm.conf" : conf.c_str(), R_OK) != 0) return {};
-  const std::string scontrol = find_in_path(env, "scontrol");
+  const std::string scontrol = find_in_path("scontrol", search_path(env)).value_or("");
   if (scontrol.empty()) return {};
   auto out = capture_stdout(scontrol, {"show", "config"}, env, kScontrolTimeoutS);
   return out ? parse_task_plugin(*out) : std::string();

@@ -6,12 +6,16 @@
 
 #include <ringrun/allocation.hpp>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace ringrun {
+
+// How long `srun --mpi=list` may take before it is killed (at launch and in doctor).
+inline constexpr std::chrono::seconds kSrunMpiListTimeout{20};
 
 // The cached plugin list when one exists for this cluster (SLURM_CLUSTER_NAME, SLURM_CONF and the
 // srun found in PATH, with the inode, size and mtime of both files); else ask(), stored when it

@@ -23,8 +23,6 @@
 #include <netinet/in.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -117,38 +115,18 @@ LauncherKind resolve_launcher(LauncherKind requested, const Allocation& alloc, c
   return all_local ? LauncherKind::local : LauncherKind::mpirun;
 }
 
-// The MPI plugins srun offers (`srun --mpi=list`), asked without a shell; empty when srun is absent.
+// The MPI plugins srun offers (`srun --mpi=list`, asked without a shell); empty when srun is
+// absent or gives no answer within kSrunMpiListTimeout.
 std::vector<std::string> srun_mpi_plugins(const Environment& env) {
-  std::string path = env.count("PATH") ? env.at("PATH") : "/usr/bin:/bin";
   std::string srun;
   try {
-    srun = resolve_program("srun", path);
+    srun = resolve_program("srun", search_path(env));
   } catch (const LaunchError&) {
     return {};
   }
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::dup2(fds[1], STDERR_FILENO);
-    const char* argv[] = {srun.c_str(), "--mpi=list", nullptr};
-    ::execv(srun.c_str(), const_cast<char* const*>(argv));
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (pid > 0) ::waitpid(pid, nullptr, 0);
-  return parse_srun_mpi_list(out);
+  auto result = run_program({srun, {srun, "--mpi=list"}, std::nullopt, kSrunMpiListTimeout, ErrorOutput::captured});
+  if (!result || result->timed_out) return {};
+  return parse_srun_mpi_list(result->output);
 }
 
 // The sysfs tree NCCL facts are read from: RINGRUN_SYSFS_ROOT (tests' fixture trees), else /sys.

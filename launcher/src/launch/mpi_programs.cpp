@@ -26,11 +26,6 @@ namespace {
 
 constexpr const char* kSessionBaseVariable = "OMPI_MCA_orte_tmpdir_base";
 
-std::string path_of(const Environment& env) {
-  auto it = env.find("PATH");
-  return it != env.end() ? it->second : "/usr/bin:/bin";
-}
-
 std::string basename_of(const std::string& path) {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -64,10 +59,10 @@ LauncherKind launcher_for_mpi_program(LauncherKind resolved, const std::vector<s
                                       const Environment& env, std::vector<std::string>& notes,
                                       std::vector<std::string>& warnings) {
   if (resolved != LauncherKind::local || program.empty()) return resolved;
-  const std::optional<std::string> reason = detect_mpi_program(program, path_of(env));
+  const std::optional<std::string> reason = detect_mpi_program(program, search_path(env));
   if (!reason) return resolved;
   try {
-    resolve_program("mpirun", path_of(env));
+    resolve_program("mpirun", search_path(env));
   } catch (const std::exception&) {
     warnings.push_back(fmt::format("ringrun: warning: '{}' {} (an MPI program) but mpirun is not in PATH: each rank "
                                    "will be an MPI world of 1; install Open MPI's mpirun, or give --launcher local "
