@@ -19,18 +19,14 @@ enum class LauncherKind { automatic, local, srun, mpirun };
 const char* to_string(LauncherKind);
 
 // NCCL knobs from the command line. Each is also passed to every rank as a RINGRUN_* variable so
-// the task shim on another node plans the same way (see kForwardedOptionVariables).
+// the task shim on another node plans the same way (variables that `travel`,
+// ringrun/environment_variables.hpp).
 struct NcclOptions {
   std::optional<std::string> algo;          // --nccl-algo LIST -> NCCL_ALGO
   std::optional<std::string> proto;         // --nccl-proto LIST -> NCCL_PROTO
   std::optional<std::string> ib_gid_index;  // --nccl-ib-gid-index auto|N -> NCCL_IB_GID_INDEX
   bool tcp = false;                         // --tcp -> NCCL_IB_DISABLE=1
 };
-
-// The RINGRUN_* variables that carry ringrun's options to the task shim (srun/mpirun backends).
-inline constexpr const char* kForwardedOptionVariables[] = {"RINGRUN_MEM_BIND", "RINGRUN_NCCL_ALGO",
-                                                            "RINGRUN_NCCL_PROTO", "RINGRUN_NCCL_IB_GID_INDEX",
-                                                            "RINGRUN_TCP"};
 
 // An interface of this host as the launcher read it (/sys/class/net and getifaddrs).
 struct NetworkInterface {

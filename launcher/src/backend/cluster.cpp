@@ -5,6 +5,7 @@
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
 
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/rank_environment.hpp>
 #include <ringrun/slurm.hpp>
 
@@ -28,30 +29,28 @@ std::vector<int> ranks_per_host(const Plan& plan) {
   return counts;
 }
 
-// What every task needs to plan itself: the layout, the store, the knobs. Values travel in the
-// launcher's environment; srun exports it whole and mpirun gets `-x NAME` (never the value) so
-// the secret is not on any command line.
+// What every task needs to plan itself: the layout, the store, the knobs (the variables that
+// travel, ringrun/environment_variables.hpp). Values travel in the launcher's environment; srun
+// exports it whole and mpirun gets `-x NAME` (never the value) so the secret is not on any
+// command line.
 EnvironmentMap shared_environment(const Plan& plan, const LaunchOptions& options) {
   EnvironmentMap env;
   if (plan.ranks.empty()) return env;
   const auto& first = plan.ranks.front().env;
-  for (const char* name : {"RINGRUN_STORE_ADDR", "RINGRUN_JOB_SECRET", "RINGRUN_START_TIMEOUT", "RINGRUN_SIZE",
-                           "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RINGRUN_NETWORK_INTERFACE",
-                           "RINGRUN_FUSION_THRESHOLD_MB", "RINGRUN_CYCLE_TIME_MS", "RINGRUN_TIMELINE_FILENAME",
-                           "RINGRUN_TIMELINE_MARK_CYCLES", "RINGRUN_CACHE_CAPACITY",
-                           "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"})
-    if (auto value = first.value_of(name)) env[name] = *value;
+  for (const variables::Variable* v : variables::kAll)
+    if (v->travels)
+      if (auto value = first.value_of(v->name)) env[v->name] = *value;
   std::string layout, hosts;
   const std::vector<int> counts = ranks_per_host(plan);
   for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
     layout += (h ? "," : "") + std::to_string(counts[h]);
     hosts += (h ? "," : "") + plan.hosts[h];
   }
-  env["RINGRUN_LAYOUT"] = layout;
-  env["RINGRUN_HOSTS"] = hosts;
-  env["RINGRUN_GPUS_PER_RANK"] = std::to_string(options.node.gpus_per_rank);
-  env["RINGRUN_BIND"] = options.node.bind ? "cores" : "none";
-  if (options.node.cpus_per_rank) env["RINGRUN_CPUS_PER_RANK"] = std::to_string(*options.node.cpus_per_rank);
+  env[variables::kLayout.name] = layout;
+  env[variables::kHosts.name] = hosts;
+  env[variables::kGpusPerRank.name] = std::to_string(options.node.gpus_per_rank);
+  env[variables::kBind.name] = options.node.bind ? "cores" : "none";
+  if (options.node.cpus_per_rank) env[variables::kCpusPerRank.name] = std::to_string(*options.node.cpus_per_rank);
   for (const auto& x : options.env_args) {
     auto eq = x.find('=');
     std::string name = x.substr(0, eq);
@@ -105,7 +104,7 @@ class ClusterBackend : public Backend {
     p.argv.insert(p.argv.end(), shim_.begin(), shim_.end());
     EnvironmentMap member = shared_;
     member.insert(extra.begin(), extra.end());
-    member["RINGRUN_ELASTIC_SLOT"] = std::to_string(r.rank);
+    member[variables::kElasticSlot.name] = std::to_string(r.rank);
     p.env = merge_environment(base, member);
     p.executable = executable;
     p.stdin_inherit = r.rank == 0;
@@ -170,8 +169,8 @@ class SrunBackend final : public ClusterBackend {
 
   std::vector<ProcessSpec> elastic_added_host(const std::string& host, int slots, int first_slot,
                                               const Environment& env) const override {
-    shared_["RINGRUN_HOSTS"] += "," + host;
-    shared_["RINGRUN_LAYOUT"] += "," + std::to_string(slots);
+    shared_[variables::kHosts.name] += "," + host;
+    shared_[variables::kLayout.name] += "," + std::to_string(slots);
     std::vector<ProcessSpec> out;
     for (int i = 0; i < slots; ++i) {
       RankSlot r;
@@ -224,9 +223,10 @@ class MpirunBackend final : public ClusterBackend {
     const std::string mpirun = resolve_program("mpirun", search_path(env));
     std::vector<std::string> names;
     for (const auto& [name, value] : shared_) names.push_back(name);
-    for (const IdentityVariable& v : kIdentityVariablesByName) names.emplace_back(v.name);
-    names.insert(names.end(), {"RINGRUN_SIZE", "WORLD_SIZE", "RINGRUN_ELASTIC_SLOT", "RINGRUN_ELASTIC_ID",
-                               "RINGRUN_ELASTIC_EPOCH", "RINGRUN_ELASTIC_TIMEOUT"});
+    for (const variables::Variable* v : variables::kAll)
+      if (variables::is_world_identity(*v)) names.emplace_back(v->name);
+    names.insert(names.end(), {variables::kElasticSlot.name, variables::kElasticId.name, variables::kElasticEpoch.name,
+                               variables::kElasticTimeout.name});
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
     // Inside an allocation mpirun starts its orted by srun: a step per member on one node must

@@ -5,6 +5,7 @@
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
 
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/slurm.hpp>
 #include <ringrun/topology.hpp>
 
@@ -232,7 +233,7 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
   facts.memlock_soft_bytes = memlock_soft_limit();
   facts.shm_total_bytes = shm_size().total;
   facts.network_interface =
-      options.network_interface ? options.network_interface : env_value(env, "RINGRUN_NETWORK_INTERFACE");
+      options.network_interface ? options.network_interface : env_value(env, variables::kNetworkInterface.name);
   facts.interfaces = probe_interfaces();
   facts.python = probe_python_binding(env);
   return facts;

@@ -3,6 +3,8 @@
 // doctor/json.cpp.
 #include "doctor/checks.hpp"
 
+#include <ringrun/environment_variables.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -103,7 +105,8 @@ bool is_secret_name(std::string_view name) {
 }
 
 bool is_reported_variable(std::string_view name) {
-  for (std::string_view prefix : {"RINGRUN_", "SLURM_", "NCCL_", "CUDA_", "OMPI_", "PMIX_"})
+  using namespace std::string_view_literals;
+  for (std::string_view prefix : {variables::kPrefix, "SLURM_"sv, "NCCL_"sv, "CUDA_"sv, "OMPI_"sv, "PMIX_"sv})
     if (name.substr(0, prefix.size()) == prefix) return true;
   return false;
 }

@@ -3,6 +3,8 @@
 // NCCL_SOCKET_IFNAME.
 #include "doctor/checks.hpp"
 
+#include <ringrun/environment_variables.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,13 +84,14 @@ Check check_shm(std::optional<std::uint64_t> total_bytes) {
   constexpr std::uint64_t kMinimum = 1ull << 30;
   if (!total_bytes)
     return warn("/dev/shm", "missing: the shared-memory transport is unavailable",
-                "mount a tmpfs on /dev/shm (docker: --ipc=host), or set RINGRUN_DISABLE_SHM=1");
+                fmt::format("mount a tmpfs on /dev/shm (docker: --ipc=host), or set {}=1", variables::kDisableShm.name));
   if (*total_bytes < kMinimum)
     return warn(
         "/dev/shm",
         fmt::format("only {} (Docker's default is 64 MiB): shared-memory transfers may fail",
                     format_bytes(*total_bytes)),
-        "docker run --shm-size=8g (or --ipc=host), or remount /dev/shm larger; RINGRUN_DISABLE_SHM=1 avoids it");
+        fmt::format("docker run --shm-size=8g (or --ipc=host), or remount /dev/shm larger; {}=1 avoids it",
+                    variables::kDisableShm.name));
   return pass("/dev/shm", format_bytes(*total_bytes));
 }
 

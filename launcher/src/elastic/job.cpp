@@ -8,6 +8,7 @@
 #include "supervisor/parts.hpp"
 
 #include <ringrun/elastic_wire.hpp>
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/store.hpp>
 
 #include <fmt/format.h>
@@ -55,10 +56,11 @@ struct Process {
 std::vector<std::string> member_environment(const ProcessSpec& slot, const SpawnMember& s, double timeout_s) {
   std::map<std::string, std::string, std::less<>> set;
   for (const IdentityVariable& v : kIdentityVariablesByName) set[v.name] = identity_value(s.identity, v.field);
-  set["RINGRUN_SIZE"] = set["WORLD_SIZE"] = std::to_string(s.world_size);
-  set["RINGRUN_ELASTIC_ID"] = std::to_string(s.id);
-  set["RINGRUN_ELASTIC_EPOCH"] = std::to_string(s.epoch);
-  set["RINGRUN_ELASTIC_TIMEOUT"] = fmt::format("{}", timeout_s);
+  for (const variables::Variable* v : variables::kAll)
+    if (v->carries == variables::Carries::size) set[v->name] = std::to_string(s.world_size);
+  set[variables::kElasticId.name] = std::to_string(s.id);
+  set[variables::kElasticEpoch.name] = std::to_string(s.epoch);
+  set[variables::kElasticTimeout.name] = fmt::format("{}", timeout_s);
   std::vector<std::string> env;
   env.reserve(slot.env.size() + set.size());
   for (const std::string& entry : slot.env) {

@@ -11,6 +11,7 @@
 #include "facts/srun.hpp"
 #include "launch/mpi_programs.hpp"
 
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>
 #include <ringrun/topology_cache.hpp>
@@ -131,7 +132,7 @@ std::vector<std::string> srun_mpi_plugins(const Environment& env) {
 
 // The sysfs tree NCCL facts are read from: RINGRUN_SYSFS_ROOT (tests' fixture trees), else /sys.
 std::string sysfs_root(const Environment& env) {
-  auto it = env.find("RINGRUN_SYSFS_ROOT");
+  auto it = env.find(variables::kSysfsRoot.name);
   return it != env.end() && !it->second.empty() ? it->second : "/sys";
 }
 
@@ -253,7 +254,7 @@ ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_
   if (e.cooldown_min_s) config.cooldown = CooldownRange{*e.cooldown_min_s, *e.cooldown_max_s};
   config.elastic_timeout_s = e.elastic_timeout_s;
   config.grace_period_s = inv.supervisor.grace_period_s;
-  config.seed = std::hash<std::string>{}(plan.ranks.front().env.value_of("RINGRUN_JOB_SECRET").value_or(""));
+  config.seed = std::hash<std::string>{}(plan.ranks.front().env.value_of(variables::kJobSecret.name).value_or(""));
   return config;
 }
 
@@ -511,13 +512,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
 
   Plan plan = make_plan(in, options);
   plan.launcher = options.launcher;
-  // The task shims plan with ringrun's options: those that travel as RINGRUN_* variables go to
-  // the backend like -x NAME, so srun exports them and mpirun gets -x NAME.
-  LaunchOptions backend_options = options;
-  if (!plan.ranks.empty())
-    for (const char* name : kForwardedOptionVariables)
-      if (plan.ranks.front().env.count(name)) backend_options.env_args.emplace_back(name);
-  plan.command = backend->command(plan, backend_options, env);
+  plan.command = backend->command(plan, options, env);
   plan.warnings.insert(plan.warnings.end(), choice.warnings.begin(), choice.warnings.end());
   plan.notes.insert(plan.notes.end(), choice.notes.begin(), choice.notes.end());
   show_plan(inv, plan);

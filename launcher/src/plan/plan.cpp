@@ -1,7 +1,9 @@
 #include <ringrun/plan.hpp>
 
-#include "plan/device_env.hpp"
 #include "common/json.hpp"
+#include "plan/device_env.hpp"
+
+#include <ringrun/environment_variables.hpp>
 
 #include <fmt/format.h>
 
@@ -16,10 +18,10 @@ namespace {
 
 // Variables the plan owns for each rank; -x may not override them, or ranks would disagree on
 // who they are.
-const std::set<std::string, std::less<>> kIdentityVariables = {
-    "RINGRUN_RANK", "RINGRUN_SIZE", "RINGRUN_LOCAL_RANK", "RINGRUN_LOCAL_SIZE", "RINGRUN_CROSS_RANK",
-    "RINGRUN_CROSS_SIZE", "RINGRUN_HOSTNAME", "RINGRUN_STORE_ADDR", "RINGRUN_JOB_SECRET", "RANK", "WORLD_SIZE",
-    "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"};
+bool fixed_by_plan(std::string_view name) {
+  const variables::Variable* v = variables::find(name);
+  return v && v->fixed_by_plan;
+}
 
 std::string allocation_name(const Allocation& a) {
   switch (a.source) {
@@ -329,7 +331,7 @@ std::map<std::string, std::string> resolve_user_env(const PlanInputs& in, const 
     std::string name = arg.substr(0, eq);
     if (!valid_env_name(name))
       throw InputError(fmt::format("-x '{}' : '{}' is not a variable name (write -x NAME or -x NAME=VALUE)", arg, name));
-    if (kIdentityVariables.count(name))
+    if (fixed_by_plan(name))
       throw InputError(fmt::format("-x '{}' : {} is set by ringrun for each rank and cannot be overridden", arg, name));
     if (eq != std::string::npos) {
       user_env[name] = arg.substr(eq + 1);
@@ -349,43 +351,43 @@ SharedEnvironment shared_environment(const PlanContext& c, const Plan& plan) {
   const LaunchOptions& opt = c.opt;
   SharedEnvironment shared;
   auto& env = shared.defaults;
-  env["RINGRUN_SIZE"] = std::to_string(plan.world_size);
-  env["RINGRUN_STORE_ADDR"] = c.in.store_addr;
-  env["RINGRUN_JOB_SECRET"] = c.in.job_secret;
-  env["RINGRUN_START_TIMEOUT"] = format_seconds(plan.start_timeout_s);
-  // torch.distributed's env:// contract, so such scripts run unchanged.
-  env["WORLD_SIZE"] = std::to_string(plan.world_size);
-  env["MASTER_ADDR"] = c.in.master_addr;
-  env["MASTER_PORT"] = std::to_string(c.in.master_port);
+  // The world's size under every name that carries it (ringrun's, torch.distributed's env://).
+  for (const variables::Variable* v : variables::kAll)
+    if (v->carries == variables::Carries::size) env[v->name] = std::to_string(plan.world_size);
+  env[variables::kStoreAddr.name] = c.in.store_addr;
+  env[variables::kJobSecret.name] = c.in.job_secret;
+  env[variables::kStartTimeout.name] = format_seconds(plan.start_timeout_s);
+  env[variables::kMasterAddr.name] = c.in.master_addr;
+  env[variables::kMasterPort.name] = std::to_string(c.in.master_port);
   if (c.interface) {
-    if (c.pass_interface) env["RINGRUN_NETWORK_INTERFACE"] = *c.interface;
+    if (c.pass_interface) env[variables::kNetworkInterface.name] = *c.interface;
     if (!c.user_sets("NCCL_SOCKET_IFNAME")) env["NCCL_SOCKET_IFNAME"] = "=" + *c.interface;
   }
-  if (opt.fusion_threshold_mb) env["RINGRUN_FUSION_THRESHOLD_MB"] = format_seconds(*opt.fusion_threshold_mb);
-  if (opt.cycle_time_ms) env["RINGRUN_CYCLE_TIME_MS"] = format_seconds(*opt.cycle_time_ms);
-  if (opt.timeline_filename) env["RINGRUN_TIMELINE_FILENAME"] = *opt.timeline_filename;
-  if (opt.timeline_mark_cycles) env["RINGRUN_TIMELINE_MARK_CYCLES"] = "1";
-  if (opt.cache_capacity) env["RINGRUN_CACHE_CAPACITY"] = std::to_string(*opt.cache_capacity);
+  if (opt.fusion_threshold_mb) env[variables::kFusionThresholdMb.name] = format_seconds(*opt.fusion_threshold_mb);
+  if (opt.cycle_time_ms) env[variables::kCycleTimeMs.name] = format_seconds(*opt.cycle_time_ms);
+  if (opt.timeline_filename) env[variables::kTimelineFilename.name] = *opt.timeline_filename;
+  if (opt.timeline_mark_cycles) env[variables::kTimelineMarkCycles.name] = "1";
+  if (opt.cache_capacity) env[variables::kCacheCapacity.name] = std::to_string(*opt.cache_capacity);
   if (opt.stall_check_warning_s)
-    env["RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS"] = format_seconds(*opt.stall_check_warning_s);
+    env[variables::kStallCheckWarningTimeSeconds.name] = format_seconds(*opt.stall_check_warning_s);
   if (opt.stall_check_shutdown_s)
-    env["RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"] = format_seconds(*opt.stall_check_shutdown_s);
+    env[variables::kStallCheckShutdownTimeSeconds.name] = format_seconds(*opt.stall_check_shutdown_s);
 
   auto& over = shared.overrides;
-  if (opt.mem_bind_local) over["RINGRUN_MEM_BIND"] = "local";
+  if (opt.mem_bind_local) over[variables::kMemBind.name] = "local";
   if (opt.nccl.tcp) {
-    over["RINGRUN_TCP"] = "1";
+    over[variables::kTcp.name] = "1";
     if (!c.user_sets("NCCL_IB_DISABLE")) over["NCCL_IB_DISABLE"] = "1";
   }
   if (opt.nccl.algo) {
-    over["RINGRUN_NCCL_ALGO"] = *opt.nccl.algo;
+    over[variables::kNcclAlgo.name] = *opt.nccl.algo;
     if (!c.user_sets("NCCL_ALGO")) over["NCCL_ALGO"] = *opt.nccl.algo;
   }
   if (opt.nccl.proto) {
-    over["RINGRUN_NCCL_PROTO"] = *opt.nccl.proto;
+    over[variables::kNcclProto.name] = *opt.nccl.proto;
     if (!c.user_sets("NCCL_PROTO")) over["NCCL_PROTO"] = *opt.nccl.proto;
   }
-  if (opt.nccl.ib_gid_index) over["RINGRUN_NCCL_IB_GID_INDEX"] = *opt.nccl.ib_gid_index;
+  if (opt.nccl.ib_gid_index) over[variables::kNcclIbGidIndex.name] = *opt.nccl.ib_gid_index;
   for (const auto& [k, v] : c.user_env) over[k] = v;
   if (c.python_path) over["PYTHONPATH"] = *c.python_path;
   for (const auto& [k, v] : over) env.erase(k);
@@ -442,7 +444,7 @@ EnvironmentMap slot_environment(const PlanContext& c, const topology::LocalSlot&
     if (!c.user_sets(k) && !(opt.nccl.tcp && k == "NCCL_IB_HCA")) env[k] = v;
   // What the local backend's child binds to; the task shim binds with hwloc from its cpus.
   if (opt.mem_bind_local && !r.numa_nodes.empty())
-    env["RINGRUN_MEM_BIND_NODES"] =
+    env[variables::kMemBindNodes.name] =
         topology::format_cpulist(std::vector<unsigned>(r.numa_nodes.begin(), r.numa_nodes.end()));
   if (auto hca = slot.env.find("NCCL_IB_HCA"); hca != slot.env.end() && !opt.nccl.tcp)
     set_gid_index(c, hca->second, r, env, plan, reported_ports);

@@ -13,6 +13,8 @@ std::string identity_value(const RankIdentity& id, IdentityField field) {
     case IdentityField::cross_size: return std::to_string(id.cross_size);
     case IdentityField::group_rank: return std::to_string(id.group_rank);
     case IdentityField::hostname: return id.hostname;
+    case IdentityField::size:
+    case IdentityField::nothing: break;  // not a rank's own: never in kIdentityVariablesByName
   }
   return {};
 }

@@ -3,6 +3,8 @@
 
 #include "common/json.hpp"
 
+#include <ringrun/environment_variables.hpp>
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -55,7 +57,7 @@ EnvTemplate env_template(const SharedEnvironment* shared, const EnvironmentMap* 
       pieces.back().field = it->second;
       pieces.emplace_back();
     } else {
-      json::append_string(text, k == "RINGRUN_JOB_SECRET" ? "<redacted>" : v);
+      json::append_string(text, k == variables::kJobSecret.name ? "<redacted>" : v);
     }
   }
   return pieces;
@@ -80,7 +82,9 @@ void append_identity(std::string& out, const RankIdentity& id, IdentityField fie
     case IdentityField::cross_rank: append_int(out, id.cross_rank); break;
     case IdentityField::cross_size: append_int(out, id.cross_size); break;
     case IdentityField::group_rank: append_int(out, static_cast<long long>(id.group_rank)); break;
-    case IdentityField::hostname: break;
+    case IdentityField::hostname:
+    case IdentityField::size:
+    case IdentityField::nothing: break;  // hostname above; the others are not a rank's own
   }
   out += '"';
 }

@@ -1,6 +1,7 @@
 // The supervisors' shared parts (supervisor/parts.hpp).
 #include "supervisor/parts.hpp"
 
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/topology.hpp>
 
 #include <fmt/format.h>
@@ -45,11 +46,11 @@ RankLaunch rank_launch(const ProcessSpec& spec, const sigset_t& exec_mask, pid_t
   launch.bind_cpus = !spec.cpus.empty();
   constexpr unsigned kBitsPerWord = 8 * sizeof(unsigned long);
   for (const std::string& entry : spec.env) {
-    static constexpr std::string_view kNodes = "RINGRUN_MEM_BIND_NODES=";
-    if (entry.compare(0, kNodes.size(), kNodes) != 0) continue;
+    static constexpr std::string_view kNodes = variables::kMemBindNodes.name;
+    if (!entry.starts_with(kNodes) || entry.size() == kNodes.size() || entry[kNodes.size()] != '=') continue;
     std::vector<unsigned> nodes;
     try {
-      nodes = topology::parse_cpulist(entry.substr(kNodes.size()));
+      nodes = topology::parse_cpulist(entry.substr(kNodes.size() + 1));
     } catch (const std::invalid_argument& e) {
       throw LaunchError(fmt::format("ringrun: rank {}: {}", spec.rank, e.what()), 2);
     }

@@ -6,6 +6,7 @@
 #include "facts/python_package.hpp"
 #include "supervisor/rank_output.hpp"
 
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/plan.hpp>
 #include <ringrun/process.hpp>
 #include <ringrun/rank_environment.hpp>
@@ -59,14 +60,14 @@ struct TaskIdentity {
 TaskIdentity find_identity(const Environment& env) {
   TaskIdentity id;
   // An elastic member's one-task step: the slot is the plan's rank; the size is the plan's (run_task).
-  if (auto slot = env_int(env, "RINGRUN_ELASTIC_SLOT")) {
+  if (auto slot = env_int(env, variables::kElasticSlot.name)) {
     id = {*slot, 0, std::nullopt, "ringrun's elastic supervisor"};
   } else if (auto r = env_int(env, "OMPI_COMM_WORLD_RANK")) {
     id = {*r, env_int(env, "OMPI_COMM_WORLD_SIZE").value_or(1), env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"), "Open MPI"};
   } else if (auto r2 = env_int(env, "SLURM_PROCID"); r2 && env.count("SLURM_STEP_ID")) {
     id = {*r2, env_int(env, "SLURM_NTASKS").value_or(1), env_int(env, "SLURM_LOCALID"), "srun"};
   } else if (auto r3 = env_int(env, "PMIX_RANK")) {
-    id = {*r3, env_int(env, "RINGRUN_SIZE").value_or(1), std::nullopt, "PMIx"};
+    id = {*r3, env_int(env, variables::kSize.name).value_or(1), std::nullopt, "PMIx"};
   } else if (auto r4 = env_int(env, "PMI_RANK")) {
     id = {*r4, env_int(env, "PMI_SIZE").value_or(1), std::nullopt, "PMI"};
   } else {
@@ -79,10 +80,8 @@ TaskIdentity find_identity(const Environment& env) {
 // What the elastic supervisor sets for the world a member starts in (elastic/job.cpp's
 // member_environment): the member keeps these rather than the plan's world-0 values.
 bool names_elastic_member(std::string_view name) {
-  if (name == "RINGRUN_SIZE" || name == "WORLD_SIZE") return true;
-  for (const IdentityVariable& v : kIdentityVariablesByName)
-    if (name == v.name) return true;
-  return false;
+  const variables::Variable* v = variables::find(name);
+  return v && variables::is_world_identity(*v);
 }
 
 }  // namespace
@@ -106,18 +105,19 @@ struct TaskLayout {
 };
 
 TaskLayout task_layout(const Environment& env, TaskIdentity& id, bool elastic_member) {
-  auto layout_it = env.find("RINGRUN_LAYOUT");
-  auto hosts_it = env.find("RINGRUN_HOSTS");
+  auto layout_it = env.find(variables::kLayout.name);
+  auto hosts_it = env.find(variables::kHosts.name);
   if (layout_it == env.end() || hosts_it == env.end())
-    throw InputError("ringrun task: RINGRUN_LAYOUT/RINGRUN_HOSTS are not set; start jobs with ringrun, not the shim");
+    throw InputError(fmt::format("ringrun task: {}/{} are not set; start jobs with ringrun, not the shim",
+                                 variables::kLayout.name, variables::kHosts.name));
   TaskLayout layout;
   layout.alloc.source = AllocationSource::hosts_flag;
   layout.alloc.explicit_slots = true;
   std::vector<std::string> names = split(hosts_it->second);
   std::vector<std::string> counts = split(layout_it->second);
   if (names.size() != counts.size())
-    throw InputError(fmt::format("ringrun task: RINGRUN_HOSTS has {} hosts but RINGRUN_LAYOUT {} counts",
-                                 names.size(), counts.size()));
+    throw InputError(fmt::format("ringrun task: {} has {} hosts but {} {} counts", variables::kHosts.name,
+                                 names.size(), variables::kLayout.name, counts.size()));
   int first = 0;
   for (std::size_t h = 0; h < names.size(); ++h) {
     int n = std::stoi(counts[h]);
@@ -127,8 +127,8 @@ TaskLayout task_layout(const Environment& env, TaskIdentity& id, bool elastic_me
   }
   if (elastic_member) id.size = first;
   if (first != id.size || id.rank >= id.size)
-    throw InputError(fmt::format("ringrun task: rank {} of {} (from {}) does not fit RINGRUN_LAYOUT={}", id.rank,
-                                 id.size, id.source, layout_it->second));
+    throw InputError(fmt::format("ringrun task: rank {} of {} (from {}) does not fit {}={}", id.rank, id.size,
+                                 id.source, variables::kLayout.name, layout_it->second));
   return layout;
 }
 
@@ -138,21 +138,22 @@ LaunchOptions task_options(const Environment& env, const std::vector<std::string
   LaunchOptions options;
   options.num_proc = size;
   options.program = program;
-  options.node.gpus_per_rank = env_int(env, "RINGRUN_GPUS_PER_RANK").value_or(1);
-  options.node.bind = !(env.count("RINGRUN_BIND") && env.at("RINGRUN_BIND") == "none");
-  options.node.cpus_per_rank = env_int(env, "RINGRUN_CPUS_PER_RANK");
+  options.node.gpus_per_rank = env_int(env, variables::kGpusPerRank.name).value_or(1);
+  options.node.bind = !(env.count(variables::kBind.name) && env.at(variables::kBind.name) == "none");
+  options.node.cpus_per_rank = env_int(env, variables::kCpusPerRank.name);
   inherit_visible_gpus(env, options.node);  // CUDA_VISIBLE_DEVICES, or AMD's ROCR_VISIBLE_DEVICES
-  if (auto it = env.find("RINGRUN_START_TIMEOUT"); it != env.end()) options.start_timeout_s = std::stod(it->second);
+  if (auto it = env.find(variables::kStartTimeout.name); it != env.end())
+    options.start_timeout_s = std::stod(it->second);
   auto value_of = [&env](const char* name) -> std::optional<std::string> {
     auto it = env.find(name);
     return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
   };
-  options.network_interface = value_of("RINGRUN_NETWORK_INTERFACE");
-  options.mem_bind_local = value_of("RINGRUN_MEM_BIND") == std::optional<std::string>("local");
-  options.nccl.algo = value_of("RINGRUN_NCCL_ALGO");
-  options.nccl.proto = value_of("RINGRUN_NCCL_PROTO");
-  options.nccl.ib_gid_index = value_of("RINGRUN_NCCL_IB_GID_INDEX");
-  options.nccl.tcp = value_of("RINGRUN_TCP") == std::optional<std::string>("1");
+  options.network_interface = value_of(variables::kNetworkInterface.name);
+  options.mem_bind_local = value_of(variables::kMemBind.name) == std::optional<std::string>("local");
+  options.nccl.algo = value_of(variables::kNcclAlgo.name);
+  options.nccl.proto = value_of(variables::kNcclProto.name);
+  options.nccl.ib_gid_index = value_of(variables::kNcclIbGidIndex.name);
+  options.nccl.tcp = value_of(variables::kTcp.name) == std::optional<std::string>("1");
   return options;
 }
 
@@ -164,16 +165,19 @@ RankSlot plan_own_slot(const Environment& env, const TaskIdentity& id, const Tas
   PlanInputs in;
   in.allocation = layout.alloc;
   in.launcher_env = env;
-  in.master_addr = env.count("MASTER_ADDR") ? env.at("MASTER_ADDR") : layout.alloc.hosts.front().name;
-  in.master_port = env_int(env, "MASTER_PORT").value_or(29500);
-  in.store_addr = env.count("RINGRUN_STORE_ADDR") ? env.at("RINGRUN_STORE_ADDR") : "";
-  in.job_secret = env.count("RINGRUN_JOB_SECRET") ? env.at("RINGRUN_JOB_SECRET") : "";
+  auto value_or = [&env](const char* name, const std::string& otherwise) {
+    auto it = env.find(name);
+    return it != env.end() ? it->second : otherwise;
+  };
+  in.master_addr = value_or(variables::kMasterAddr.name, layout.alloc.hosts.front().name);
+  in.master_port = env_int(env, variables::kMasterPort.name).value_or(29500);
+  in.store_addr = value_or(variables::kStoreAddr.name, "");
+  in.job_secret = value_or(variables::kJobSecret.name, "");
   // This node's NCCL facts: the NCCL it loads and its HCA ports' RoCE GIDs.
   in.nccl_version = cached_nccl_version(env);
   // The task shim is the launcher's own executable: the same package folder, found on this node.
   in.python_package_dir = find_python_package_dir(executable_dir());
-  in.roce_gid_indexes = topology::roce_gid_indexes(
-      env.count("RINGRUN_SYSFS_ROOT") ? env.at("RINGRUN_SYSFS_ROOT") : std::string("/sys"), topo);
+  in.roce_gid_indexes = topology::roce_gid_indexes(value_or(variables::kSysfsRoot.name, "/sys"), topo);
   in.node_layout = [&](std::size_t host, int local_size) {
     if (host == layout.own_host) return topology::plan_node(topo, local_size, options.node);
     return std::vector<topology::LocalSlot>(static_cast<std::size_t>(local_size));
@@ -193,7 +197,7 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   if (program.empty()) throw InputError("ringrun task: no program given; write: ringrun task -- PROGRAM [ARGS...]");
   if (program.size() == 1 && program[0] == "--probe-interfaces") return print_probe_line();
   TaskIdentity id = find_identity(env);
-  const bool elastic_member = env.count("RINGRUN_ELASTIC_SLOT") > 0;
+  const bool elastic_member = env.count(variables::kElasticSlot.name) > 0;
   const TaskLayout layout = task_layout(env, id, elastic_member);
   const LaunchOptions options = task_options(env, program, id.size);
   const RankSlot slot = plan_own_slot(env, id, layout, options);

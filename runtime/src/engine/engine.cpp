@@ -27,20 +27,23 @@ using core::Collective;
 EngineConfig EngineConfig::from_environment() {
   EngineConfig config;
   // Decimal numbers: the launcher passes --fusion-threshold-mb 0.5 and kin as given.
-  if (auto mb = core::env_number("RINGRUN_FUSION_THRESHOLD_MB", 0, 1 << 20))
+  if (auto mb = core::env_number(variables::kFusionThresholdMb.name, 0, 1 << 20))
     config.fusion_threshold_bytes = static_cast<std::size_t>(*mb * (1 << 20));
-  if (auto ms = core::env_number("RINGRUN_CYCLE_TIME_MS", 0, 60000))
+  if (auto ms = core::env_number(variables::kCycleTimeMs.name, 0, 60000))
     config.cycle_time = std::chrono::microseconds(static_cast<long long>(*ms * 1000));
-  if (auto file = core::env_string("RINGRUN_TIMELINE_FILENAME")) config.timeline_filename = *file;
-  if (auto s = core::env_number("RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", 0, 1 << 24))
+  if (auto file = core::env_string(variables::kTimelineFilename.name)) config.timeline_filename = *file;
+  if (auto s = core::env_number(variables::kStallCheckWarningTimeSeconds.name, 0, 1 << 24))
     config.stall_warning = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (auto s = core::env_number("RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", 0, 1 << 24))
+  if (auto s = core::env_number(variables::kStallCheckShutdownTimeSeconds.name, 0, 1 << 24))
     config.stall_shutdown = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (auto n = core::env_int("RINGRUN_CACHE_CAPACITY", 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
-  if (auto on = core::env_int("RINGRUN_FP16_COMPRESSION", 0, 1)) config.fp16_compression = *on == 1;
-  if (auto n = core::env_int("RINGRUN_INLINE_BYTES", 0, 1 << 20)) config.inline_bytes = static_cast<std::size_t>(*n);
-  if (auto on = core::env_int("RINGRUN_TIMELINE_MARK_CYCLES", 0, 1)) config.timeline_mark_cycles = *on == 1;
-  if (auto n = core::env_int("RINGRUN_UNFUSED_MIN_BYTES", 0, 1ll << 40)) config.unfused_min_bytes = static_cast<std::size_t>(*n);
+  if (auto n = core::env_int(variables::kCacheCapacity.name, 0, 1 << 20))
+    config.cache_capacity = static_cast<std::size_t>(*n);
+  if (auto on = core::env_int(variables::kFp16Compression.name, 0, 1)) config.fp16_compression = *on == 1;
+  if (auto n = core::env_int(variables::kInlineBytes.name, 0, 1 << 20))
+    config.inline_bytes = static_cast<std::size_t>(*n);
+  if (auto on = core::env_int(variables::kTimelineMarkCycles.name, 0, 1)) config.timeline_mark_cycles = *on == 1;
+  if (auto n = core::env_int(variables::kUnfusedMinBytes.name, 0, 1ll << 40))
+    config.unfused_min_bytes = static_cast<std::size_t>(*n);
   return config;
 }
 

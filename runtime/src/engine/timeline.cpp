@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "ringrun/environment_variables.hpp"
 #include "ringrun/runtime.hpp"
 
 namespace ringrun::engine {
@@ -32,7 +33,8 @@ std::FILE* create_timeline_file(const std::string& filename) {
   std::FILE* file = std::fopen(filename.c_str(), "w");
   if (!file)
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
-                       fmt::format("RINGRUN_TIMELINE_FILENAME='{}': cannot create it: {}", filename, std::strerror(errno)));
+                       fmt::format("{}='{}': cannot create it: {}", variables::kTimelineFilename.name, filename,
+                                   std::strerror(errno)));
   return file;
 }
 
