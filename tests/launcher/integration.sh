@@ -190,6 +190,7 @@ assert p["launcher"] == "local" and p["world_size"] == 3 and p["command"] == ["p
 for i, r in enumerate(p["ranks"]):
     assert r["rank"] == i and r["local_rank"] == i and r["local_size"] == 3 and r["cross_size"] == 1
     assert r["env"]["RINGRUN_RANK"] == str(i) and r["env"]["FOO"] == "bar" and r["env"]["RANK"] == str(i)
+    assert r["env"]["HOROVOD_RANK"] == str(i) and r["env"]["HOROVOD_SIZE"] == "3"
     assert r["env"]["RINGRUN_JOB_SECRET"] == "<redacted>"
     assert "gpu" in r and "cpus" in r and "nic" in r
 PY

@@ -73,7 +73,9 @@ TEST_CASE("a variable's value travels under every name that carries it") {
     previous = v.name;
     identity.insert(v.name);
   }
-  CHECK(identity == std::set<std::string>{"GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK",
+  CHECK(identity == std::set<std::string>{"GROUP_RANK", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
+                                          "HOROVOD_HOSTNAME", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
+                                          "HOROVOD_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK",
                                           "RINGRUN_CROSS_RANK", "RINGRUN_CROSS_SIZE", "RINGRUN_HOSTNAME",
                                           "RINGRUN_LOCAL_RANK", "RINGRUN_LOCAL_SIZE", "RINGRUN_RANK"});
   // What the srun and mpirun backends pass to the task shim.
@@ -81,7 +83,7 @@ TEST_CASE("a variable's value travels under every name that carries it") {
   for (const variables::Variable* v : variables::kAll)
     if (v->travels) travel.insert(v->name);
   CHECK(travel == std::set<std::string>{
-                      "MASTER_ADDR", "MASTER_PORT", "RINGRUN_CACHE_CAPACITY", "RINGRUN_CYCLE_TIME_MS",
+                      "HOROVOD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RINGRUN_CACHE_CAPACITY", "RINGRUN_CYCLE_TIME_MS",
                       "RINGRUN_FUSION_THRESHOLD_MB", "RINGRUN_JOB_SECRET", "RINGRUN_MEM_BIND", "RINGRUN_NCCL_ALGO",
                       "RINGRUN_NCCL_IB_GID_INDEX", "RINGRUN_NCCL_PROTO", "RINGRUN_NETWORK_INTERFACE", "RINGRUN_SIZE",
                       "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS",

@@ -305,6 +305,29 @@ inline constexpr Variable kMasterPort{
     .name = "MASTER_PORT", .meaning = "a port that was free on the first host", .unit = "port",
     .default_value = "29500", .travels = true};
 
+// horovodrun's names with the same values, since scripts read them before hvd.init().
+inline constexpr Variable kHorovodRank{
+    .name = "HOROVOD_RANK", .meaning = "the rank in the job", .unit = "rank", .default_value = "",
+    .carries = Carries::rank, .fixed_by_plan = true};
+inline constexpr Variable kHorovodSize{
+    .name = "HOROVOD_SIZE", .meaning = "the number of ranks", .unit = "ranks", .default_value = "",
+    .carries = Carries::size, .fixed_by_plan = true, .travels = true};
+inline constexpr Variable kHorovodLocalRank{
+    .name = "HOROVOD_LOCAL_RANK", .meaning = "the rank's index on its host", .unit = "rank", .default_value = "",
+    .carries = Carries::local_rank, .fixed_by_plan = true};
+inline constexpr Variable kHorovodLocalSize{
+    .name = "HOROVOD_LOCAL_SIZE", .meaning = "the number of ranks on the rank's host", .unit = "ranks",
+    .default_value = "", .carries = Carries::local_size, .fixed_by_plan = true};
+inline constexpr Variable kHorovodCrossRank{
+    .name = "HOROVOD_CROSS_RANK", .meaning = "the rank's index among the ranks with the same local rank",
+    .unit = "rank", .default_value = "", .carries = Carries::cross_rank, .fixed_by_plan = true};
+inline constexpr Variable kHorovodCrossSize{
+    .name = "HOROVOD_CROSS_SIZE", .meaning = "the number of ranks with the rank's local rank", .unit = "ranks",
+    .default_value = "", .carries = Carries::cross_size, .fixed_by_plan = true};
+inline constexpr Variable kHorovodHostname{
+    .name = "HOROVOD_HOSTNAME", .meaning = "the host the rank runs on", .unit = "", .default_value = "",
+    .carries = Carries::hostname, .fixed_by_plan = true};
+
 // ---- read by the runtime; ringrun passes them on from its environment ---------------------------
 
 inline constexpr Variable kDisableShm{
@@ -369,6 +392,8 @@ inline constexpr std::array kAll = {
     &kElasticId, &kElasticEpoch, &kElasticTimeout,
     &kTorchRank, &kTorchWorldSize, &kTorchLocalRank, &kTorchLocalWorldSize, &kTorchGroupRank,
     &kMasterAddr, &kMasterPort,
+    &kHorovodRank, &kHorovodSize, &kHorovodLocalRank, &kHorovodLocalSize, &kHorovodCrossRank, &kHorovodCrossSize,
+    &kHorovodHostname,
     &kDisableShm, &kShmSlotBytes, &kTcpStreams, &kPeerTimeout, &kEngineAtInit, &kFp16Compression,
     &kInlineBytes, &kUnfusedMinBytes,
 };
