@@ -22,7 +22,7 @@
 #include "ringrun/environment_variables.hpp"
 #include "ringrun/topology.hpp"
 #include "ringrun/topology_cache.hpp"
-#include "native.hpp"
+#include "native/readers.hpp"
 
 namespace ringrun::topology {
 namespace {

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "native.hpp"
+#include "readers.hpp"
 
 namespace ringrun::topology::native {
 namespace {

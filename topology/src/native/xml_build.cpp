@@ -12,8 +12,8 @@
 #include <set>
 #include <tuple>
 
-#include "native_xml_cpuset.hpp"
-#include "native_xml_tree.hpp"
+#include "xml_cpuset.hpp"
+#include "xml_tree.hpp"
 
 namespace ringrun::topology::native::xml {
 namespace {

@@ -1,11 +1,11 @@
-// hwloc bitmap strings into ranges (see native_xml_cpuset.hpp); parse_uint is the parser's.
-#include "native_xml_cpuset.hpp"
+// hwloc bitmap strings into ranges (see xml_cpuset.hpp); parse_uint is the parser's.
+#include "xml_cpuset.hpp"
 
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
-#include "native_xml_tree.hpp"
+#include "xml_tree.hpp"
 
 namespace ringrun::topology::native::xml {
 namespace {

@@ -9,7 +9,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "native_xml_tree.hpp"
+#include "xml_tree.hpp"
 
 namespace ringrun::topology::native::xml {
 

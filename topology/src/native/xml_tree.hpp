@@ -1,5 +1,5 @@
-// The flat object tree of an hwloc 2.x XML export: native_xml_parse.cpp fills it in one pass over
-// the mapped file (attribute values stay views into the mapping), native_xml_build.cpp derives the
+// The flat object tree of an hwloc 2.x XML export: xml_parse.cpp fills it in one pass over
+// the mapped file (attribute values stay views into the mapping), xml_build.cpp derives the
 // Topology from it. Private to topology/.
 #pragma once
 

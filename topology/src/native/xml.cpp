@@ -4,15 +4,15 @@
 // mapping; cpusets are parsed only for the objects that are asked about), then derives the
 // Topology with exactly the rules of load.cpp's Reader. test_native.cpp checks that both agree
 // on every fixture; anything this reader does not know makes it answer nullopt so hwloc decides.
-// This file maps the file and answers; native_xml_parse.cpp reads the XML into a flat Tree,
-// native_xml_build.cpp derives the Topology from it.
+// This file maps the file and answers; xml_parse.cpp reads the XML into a flat Tree,
+// xml_build.cpp derives the Topology from it.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "native.hpp"
-#include "native_xml_tree.hpp"
+#include "readers.hpp"
+#include "xml_tree.hpp"
 
 namespace ringrun::topology::native {
 namespace {
