@@ -127,8 +127,9 @@ output_integrity)
   [ "$(wc -l <"$work/out")" -eq 36000 ] || fail "mangled or extra lines in stdout"
   ;;
 output_stress)
-  # Issue 18: many ranks, partial writes, tag-like bytes, long and short lines, stdout and stderr
-  # interleaved, no final newline: every line whole and tagged once, locally and under mpirun.
+  # Output (README, Using it): many ranks, partial writes, tag-like bytes, long and short lines,
+  # stdout and stderr interleaved, no final newline: every line whole and tagged once, locally and
+  # under mpirun.
   stress=$(cd "$(dirname "$0")" && pwd)/output_stress.py
   timeout 120 "$ringrun" -np 8 /usr/bin/python3 "$stress" emit 200 >"$work/out" 2>"$work/err"
   expect_rc $? 0 "(local) $(tail -n 3 "$work/err")"

@@ -1,5 +1,6 @@
-// Issue 22: which programs are MPI programs (so --launcher auto starts them under mpirun), with
-// plain data and this test's own ELF file; and the ssh_config names the host check accepts.
+// Which programs are MPI programs (so --launcher auto starts them under mpirun; ringrun(1), MPI
+// PROGRAMS), with plain data and this test's own ELF file; and the ssh_config names the host check
+// accepts.
 #include "launch/mpi_programs.hpp"
 #include "facts/mpi_program.hpp"
 

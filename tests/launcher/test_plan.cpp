@@ -87,7 +87,7 @@ TEST_CASE("plan: fewer ranks than slots leave later hosts out") {
   CHECK(p.ranks[2].cross_size == 1);
 }
 
-TEST_CASE("plan: the environment of design.md for every rank") {
+TEST_CASE("plan: the environment README and ringrun(1) give every rank") {
   Plan p = make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), options(4));
   const auto& env = p.ranks[3].env;
   CHECK(env.at("RINGRUN_RANK") == "3");

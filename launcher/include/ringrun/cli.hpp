@@ -11,7 +11,7 @@
 
 namespace ringrun {
 
-// Elastic mode (issue 20), horovodrun's options. Slice 1 runs on this host's -np slots only.
+// Elastic mode, horovodrun's options (README, Elastic training; ringrun(1), Elastic mode).
 struct ElasticOptions {
   std::optional<int> min_np;                      // --min-np (default: -np)
   std::optional<int> max_np;                      // --max-np (default: no limit)

@@ -152,8 +152,9 @@ int default_num_proc(const Allocation& allocation, int local_gpus);
 // The default start timeout: 30 s plus 1 s per 8 hosts (Horovod's 30 s is too short at scale).
 double default_start_timeout(std::size_t num_hosts);
 
-// `--dry-run --json`, the schema of design.md. write_plan_json streams it in chunks of about
-// 1 MiB (a 32,768-rank plan is 28 MB of JSON); what ranks share is escaped once per plan.
+// `--dry-run --json`, the schema ringrun(1) gives under --json. write_plan_json streams it in
+// chunks of about 1 MiB (a 32,768-rank plan is 28 MB of JSON); what ranks share is escaped once
+// per plan.
 std::string plan_to_json(const Plan& plan);
 void write_plan_json(const Plan& plan, std::ostream& out);
 // A human-readable placement table (rank, host, local rank, GPU, cpus, NIC) for --verbose/--dry-run.

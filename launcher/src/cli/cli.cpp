@@ -57,8 +57,8 @@ std::vector<std::string> normalize(const std::vector<std::string>& args, const C
   return out;
 }
 
-// Elastic mode (issue 20): horovodrun's names. --blacklist-cooldown-range is read as two words
-// (check_elastic_options reads them), so that a bad value is named with both.
+// Elastic mode (ringrun(1), Elastic mode): horovodrun's names. --blacklist-cooldown-range is read
+// as two words (check_elastic_options reads them), so that a bad value is named with both.
 void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::string>& cooldown_words) {
   app.add_option("--min-np", e.min_np, "Elastic mode: the fewest ranks the job runs with (default: -np); below it "
                                        "the job waits --elastic-timeout for slots")

@@ -1,7 +1,7 @@
-// Elastic mode's decisions (issue 20, launcher side): which processes form each world, when a
-// new world is published, which processes start or stop, and when and how the job ends. Pure
-// like elastic/hosts.hpp: events come in with the time, actions go out, and the supervisor
-// (elastic/job.cpp) is the only part that runs processes or touches the store.
+// Elastic mode's decisions (the launcher's side; README, Elastic training): which processes form
+// each world, when a new world is published, which processes start or stop, and when and how the
+// job ends. Pure like elastic/hosts.hpp: events come in with the time, actions go out, and the
+// supervisor (elastic/job.cpp) is the only part that runs processes or touches the store.
 //
 // A member is one process, named by an id that is never reused; it keeps the slot it was started
 // in for its life. World e is published once as ringrun/elastic/<e>/world (elastic_wire.hpp):

@@ -1,8 +1,9 @@
-// Running --host-discovery-script (issue 20): one run at a time, through /bin/sh -c, in its own
-// process group, its stdout read through a pipe, bounded by kDiscoveryTimeout. The supervisor
-// drives a run from its poll loop (fd(), read_some(), on_reaped(), kill()) so that a slow script
-// never stalls the loop; launch.cpp runs the first one to the end with run_discovery_script().
-// What the output means is elastic/hosts.hpp's (pure); this file only runs the script.
+// Running --host-discovery-script (ringrun(1), Elastic mode): one run at a time, through
+// /bin/sh -c, in its own process group, its stdout read through a pipe, bounded by
+// kDiscoveryTimeout. The supervisor drives a run from its poll loop (fd(), read_some(),
+// on_reaped(), kill()) so that a slow script never stalls the loop; launch.cpp runs the first one
+// to the end with run_discovery_script(). What the output means is elastic/hosts.hpp's (pure);
+// this file only runs the script.
 #pragma once
 
 #include "elastic/hosts.hpp"

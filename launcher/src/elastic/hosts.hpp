@@ -1,7 +1,8 @@
-// Elastic mode's planning core (issue 20, launcher side): what the host discovery script printed,
-// which hosts are blacklisted and until when, the world that forms after hosts or ranks change,
-// and when to poll the script next. Everything here is pure: time comes in as an argument and
-// randomness from a seed, so the supervisor that runs processes stays the only part with effects.
+// Elastic mode's planning core (the launcher's side; README, Elastic training): what the host
+// discovery script printed, which hosts are blacklisted and until when, the world that forms after
+// hosts or ranks change, and when to poll the script next. Everything here is pure: time comes in
+// as an argument and randomness from a seed, so the supervisor that runs processes stays the only
+// part with effects.
 //
 // The semantics are horovodrun's (horovod/runner/elastic/{discovery,driver}.py,
 // horovod/runner/common/util/hosts.py) except where a comment says why ringrun differs.

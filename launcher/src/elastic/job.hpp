@@ -1,10 +1,10 @@
-// Elastic mode's supervisor (issue 20, launcher side): the effects of elastic/coordinator.hpp's
-// decisions on this host. It starts one process per slot of the first world, watches exits
-// through its signalfd, polls the job's own store for reset requests and leave keys every 20 ms,
-// runs --host-discovery-script every second (elastic/discovery.hpp), publishes each world there,
-// starts the processes a world adds, stops those it ends and those removed that outstay their
-// --grace-period. Output
-// is tagged [ID] (the process's id, which equals its rank in world 0) like supervise()'s.
+// Elastic mode's supervisor (the launcher's side; README, Elastic training): the effects of
+// elastic/coordinator.hpp's decisions on this host. It starts one process per slot of the first
+// world, watches exits through its signalfd, polls the job's own store for reset requests and leave
+// keys every 20 ms, runs --host-discovery-script every second (elastic/discovery.hpp), publishes
+// each world there, starts the processes a world adds, stops those it ends and those removed that
+// outstay their --grace-period. Output is tagged [ID] (the process's id, which equals its rank in
+// world 0) like supervise()'s.
 #pragma once
 
 #include "elastic/coordinator.hpp"

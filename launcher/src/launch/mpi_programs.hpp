@@ -1,6 +1,7 @@
-// MPI programs on this host: the edges of issue 22's fix. An MPI program that ringrun would start
-// with the local backend goes under mpirun instead (one MPI world); one that still starts locally
-// and initializes Open MPI is reported once, after the job (each rank was a world of 1).
+// MPI programs on this host (ringrun(1), MPI PROGRAMS): the launch's edges. An MPI program that
+// ringrun would start with the local backend goes under mpirun instead (one MPI world); one that
+// still starts locally and initializes Open MPI is reported once, after the job (each rank was a
+// world of 1).
 #pragma once
 
 #include <ringrun/plan.hpp>

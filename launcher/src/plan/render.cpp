@@ -1,4 +1,4 @@
-// The plan as `--dry-run --json` (design.md) and as the --verbose/--dry-run table.
+// The plan as `--dry-run --json` (schema: ringrun(1), --json) and as the --verbose/--dry-run table.
 #include <ringrun/plan.hpp>
 
 #include "common/json.hpp"
