@@ -153,7 +153,7 @@ int default_num_proc(const Allocation& allocation, int local_gpus);
 double default_start_timeout(std::size_t num_hosts);
 
 // `--dry-run --json`, the schema ringrun(1) gives under --json. write_plan_json streams it in
-// chunks of about 1 MiB (a 32,768-rank plan is 28 MB of JSON); what ranks share is escaped once
+// chunks of about 1 MiB (a 32,768-rank plan is 34 MB of JSON); what ranks share is escaped once
 // per plan.
 std::string plan_to_json(const Plan& plan);
 void write_plan_json(const Plan& plan, std::ostream& out);

@@ -15,7 +15,7 @@
 
 namespace ringrun::variables {
 
-// Who sets a variable and who reads it (the man page's ENVIRONMENT subsections follow this).
+// Who sets a variable and who reads it.
 enum class Role {
   launcher_input,  // read from ringrun's own environment (the launcher, its topology and SLURM readers)
   task_shim,       // set by the srun and mpirun backends for the task shim, which plans its node with them
