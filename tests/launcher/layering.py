@@ -18,7 +18,7 @@ import sys
 # The launcher's folders under launcher/src, lowest first. A folder may include its own headers
 # and those of every folder before it in this list.
 LAUNCHER_ORDER = [
-    "common",      # the ground: subprocess, JSON writer (with <ringrun/process.hpp>)
+    "common",      # the ground: running other programs (with <ringrun/process.hpp>)
     "plan",        # make_plan and the rank environment: pure, no I/O
     "facts",       # what the launch reads from the host and the cluster: probes and their caches
     "supervisor",  # starting processes, their output, signals and exit status

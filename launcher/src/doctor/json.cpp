@@ -2,7 +2,7 @@
 // each node's array back, so the reader accepts exactly the fixed shape checks_to_json writes.
 #include "doctor/doctor.hpp"
 
-#include "common/json.hpp"
+#include <ringrun/json.hpp>
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
 #include <ringrun/plan.hpp>
 
-#include "common/json.hpp"
 #include "plan/device_env.hpp"
 
 #include <ringrun/environment_variables.hpp>
+#include <ringrun/json.hpp>
 
 #include <fmt/format.h>
 

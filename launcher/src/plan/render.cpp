@@ -1,9 +1,8 @@
 // The plan as `--dry-run --json` (schema: ringrun(1), --json) and as the --verbose/--dry-run table.
 #include <ringrun/plan.hpp>
 
-#include "common/json.hpp"
-
 #include <ringrun/environment_variables.hpp>
+#include <ringrun/json.hpp>
 
 #include <fmt/format.h>
 

@@ -6,26 +6,12 @@
 #include <fmt/format.h>
 
 #include "ringrun/environment_variables.hpp"
+#include "ringrun/json.hpp"
 #include "ringrun/runtime.hpp"
 
 namespace ringrun::engine {
 
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        else out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+std::string json_quote(const std::string& s) { return json::quote(s); }
 
 namespace {
 

@@ -1,5 +1,6 @@
-// A small JSON writer: the plan and the diagnostics are the only JSON ringrun writes, and their
-// shapes are fixed, so a streaming writer with correct string escaping is all that is needed.
+// A small JSON writer, shared by the launcher (the plan, doctor) and the runtime (the timeline):
+// the shapes they write are fixed, so a streaming writer with correct string escaping is all that
+// is needed.
 #pragma once
 
 #include <fmt/format.h>
