@@ -51,8 +51,8 @@ SOURCE_SUFFIXES = {".c", ".cpp", ".h", ".hpp"}
 # Folders allowed more, at most the count given, each with the reason. Lower a count when a
 # folder shrinks; never raise one.
 LARGER_FOLDERS = {
-    # The engine's API files (engine_c_api.cpp, process_engine.hpp) are to move with the rest of
-    # the runtime's C API into one folder of their own.
+    # The engine keeps one file per seam, as Horovod's common/ does (negotiation, response cache,
+    # stall inspector, timeline, ...); its split waits for the runtime's own layering.
     "runtime/src/engine": 18,
 }
 
