@@ -1,5 +1,6 @@
 // ringrun: thin entry point. Parsing, planning and launching live in the launcher library.
 #include <ringrun/launch.hpp>
+#include <ringrun/task.hpp>
 #include <ringrun/topology.hpp>
 
 #include <iostream>

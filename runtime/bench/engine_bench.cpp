@@ -1,7 +1,8 @@
-// The engine benchmark (issue 6): a training step's worth of named async allreduces through the
-// engine, against one allreduce of the same total size ("one-big", what perfect fusion would
-// cost), the same tensors one by one through ringrun_allreduce and through the peer, and the
-// latency of one small tensor through the engine against a plain ringrun_allreduce of it.
+// The engine benchmark (README, Architecture: engine/): a training step's worth of named async
+// allreduces through the engine, against one allreduce of the same total size ("one-big", what
+// perfect fusion would cost), the same tensors one by one through ringrun_allreduce and through the
+// peer, and the latency of one small tensor through the engine against a plain ringrun_allreduce of
+// it.
 //
 // In phases, because the first async call starts the engine for good and from then on every
 // synchronous ringrun_* call is routed through it (api/process_engine.hpp):

@@ -1,4 +1,5 @@
 #include "ringrun/store.hpp"
+#include "ringrun/environment_variables.hpp"
 #include "ringrun/store_wire.hpp"
 
 #include <poll.h>
@@ -338,8 +339,8 @@ Client::Client(const std::string& host, std::uint16_t port, const std::string& s
     Bytes ignored;
     request(kHello, "", secret, 0, &ignored);
   } catch (const StoreError& e) {
-    throw StoreError(fmt::format("rendezvous store {} refused this client (is RINGRUN_JOB_SECRET the job's?): {}",
-                                 server_, e.what()));
+    throw StoreError(fmt::format("rendezvous store {} refused this client (is {} the job's?): {}", server_,
+                                 variables::kJobSecret.name, e.what()));
   }
 }
 

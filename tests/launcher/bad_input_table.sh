@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 22 item 3: every bad input answers in one line naming it and the fix, with exit status 2,
-# and nothing starts: not the program, not mpirun, srun or ssh (stand-ins first in PATH record any
-# start). `bad_input_table.sh BUILD_DIR`. Each row: the exact message, then the environment
-# (NAME=VALUE words) and ringrun's arguments.
+# Every bad input answers in one line naming it and the fix, with exit status 2 (ringrun(1), EXIT
+# STATUS), and nothing starts: not the program, not mpirun, srun or ssh (stand-ins first in PATH
+# record any start). `bad_input_table.sh BUILD_DIR`. Each row: the exact message, then the
+# environment (NAME=VALUE words) and ringrun's arguments.
 set -uo pipefail
 ringrun=$1/bin/ringrun
 work=$(mktemp -d /tmp/ringrun-bad-input.XXXXXX)
@@ -78,7 +78,7 @@ row "--hostfile '$work/hf_remote' : hosts 'nosuch-c.invalid', 'nosuch-d.invalid'
 row "hostfile '$work/hf_bad' line 1: 'slots=two' is not a positive slot count (write 'host slots=N')" -- --hostfile "$work/hf_bad" prog
 row "--hostfile '$work/none' : cannot read it: No such file or directory" -- --hostfile "$work/none" prog
 row "--jobid 'abc' : expected a numeric job id like 1234" -- --jobid abc prog
-# Elastic mode (issue 20): horovodrun's options, checked together; this host only for now.
+# Elastic mode (ringrun(1), Elastic mode): horovodrun's options, checked together.
 row "--min-np 0 : the fewest ranks must be at least 1 ($E --min-np 2)" -- --min-np 0 prog
 row "--max-np 2 : below --min-np 3; give --max-np at least 3" -- --min-np 3 --max-np 2 prog
 row "-np 5 : outside --min-np 2 to --max-np 4; give -np from 2 to 4" -- -np 5 --min-np 2 --max-np 4 prog

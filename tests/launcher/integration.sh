@@ -127,8 +127,9 @@ output_integrity)
   [ "$(wc -l <"$work/out")" -eq 36000 ] || fail "mangled or extra lines in stdout"
   ;;
 output_stress)
-  # Issue 18: many ranks, partial writes, tag-like bytes, long and short lines, stdout and stderr
-  # interleaved, no final newline: every line whole and tagged once, locally and under mpirun.
+  # Output (README, Using it): many ranks, partial writes, tag-like bytes, long and short lines,
+  # stdout and stderr interleaved, no final newline: every line whole and tagged once, locally and
+  # under mpirun.
   stress=$(cd "$(dirname "$0")" && pwd)/output_stress.py
   timeout 120 "$ringrun" -np 8 /usr/bin/python3 "$stress" emit 200 >"$work/out" 2>"$work/err"
   expect_rc $? 0 "(local) $(tail -n 3 "$work/err")"
@@ -190,6 +191,7 @@ assert p["launcher"] == "local" and p["world_size"] == 3 and p["command"] == ["p
 for i, r in enumerate(p["ranks"]):
     assert r["rank"] == i and r["local_rank"] == i and r["local_size"] == 3 and r["cross_size"] == 1
     assert r["env"]["RINGRUN_RANK"] == str(i) and r["env"]["FOO"] == "bar" and r["env"]["RANK"] == str(i)
+    assert r["env"]["HOROVOD_RANK"] == str(i) and r["env"]["HOROVOD_SIZE"] == "3"
     assert r["env"]["RINGRUN_JOB_SECRET"] == "<redacted>"
     assert "gpu" in r and "cpus" in r and "nic" in r
 PY

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 22: an MPI program started by ringrun gets one MPI world. `mpi_program.sh BUILD_DIR`.
-# A 10-line MPI program (compiled here with mpicc) under --launcher auto (local -> mpirun by
-# itself), explicit mpirun, and explicit local (singletons, reported once); Python programs that
-# name mpi4py are planned for mpirun; a plain program stays local. Every run bounded by timeout.
+# An MPI program started by ringrun gets one MPI world (ringrun(1), MPI PROGRAMS). `mpi_program.sh
+# BUILD_DIR`. A 10-line MPI program (compiled here with mpicc) under --launcher auto (local ->
+# mpirun by itself), explicit mpirun, and explicit local (singletons, reported once); Python
+# programs that name mpi4py are planned for mpirun; a plain program stays local. Every run bounded
+# by timeout.
 set -uo pipefail
 ringrun=$1/bin/ringrun
 command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "SKIP: mpicc or mpirun missing"; exit 77; }

@@ -1,7 +1,7 @@
-"""Output stress for every backend (issue 18): each rank writes lines of 10 B to 5 KiB, cut into
-partial writes with pauses between (so srun and mpirun read a line in pieces), with bytes that
-look like launcher tags ('[1,3]<stdout>:', '3: ', '%0A'), to stdout and stderr interleaved, a
-burst of tiny lines, and a last line without a newline on each stream.
+"""Output stress for every backend (README, Using it: each line whole): each rank writes lines of
+10 B to 5 KiB, cut into partial writes with pauses between (so srun and mpirun read a line in
+pieces), with bytes that look like launcher tags ('[1,3]<stdout>:', '3: ', '%0A'), to stdout and
+stderr interleaved, a burst of tiny lines, and a last line without a newline on each stream.
 
   output_stress.py emit LINES            (run as a rank: RANK in the environment)
   output_stress.py check OUT ERR RANKS LINES

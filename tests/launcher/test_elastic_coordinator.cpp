@@ -1,6 +1,6 @@
-// Issue 20 (elastic mode), the launcher's decisions: events in, actions out, on a fake clock and
-// without a process (elastic_coordinator.hpp).
-#include "elastic_coordinator.hpp"
+// Elastic mode (README, Elastic training), the launcher's decisions: events in, actions out, on a
+// fake clock and without a process (elastic/coordinator.hpp).
+#include "elastic/coordinator.hpp"
 
 #include <doctest/doctest.h>
 

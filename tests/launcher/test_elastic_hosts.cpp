@@ -1,6 +1,6 @@
-// Issue 20 (elastic mode), the launcher's pure core: the discovery script's output, the blacklist
-// with Horovod's cooldown, the world after a change and the discovery poll policy.
-#include "elastic_hosts.hpp"
+// Elastic mode (README, Elastic training), the launcher's pure core: the discovery script's output,
+// the blacklist with Horovod's cooldown, the world after a change and the discovery poll policy.
+#include "elastic/hosts.hpp"
 
 #include <ringrun/plan.hpp>
 

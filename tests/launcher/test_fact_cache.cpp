@@ -1,6 +1,6 @@
-// Issue 22 (start-up): facts that cost a launch milliseconds are remembered under a key naming
-// what they depend on, and re-learned when a cached answer no longer holds.
-#include "fact_cache.hpp"
+// Start-up (README, Using it): facts that cost a launch milliseconds are remembered under a key
+// naming what they depend on, and re-learned when a cached answer no longer holds.
+#include "facts/cache.hpp"
 
 #include <ringrun/topology.hpp>
 

@@ -1,7 +1,8 @@
-// Issue 22: which programs are MPI programs (so --launcher auto starts them under mpirun), with
-// plain data and this test's own ELF file; and the ssh_config names the host check accepts.
-#include "mpi_launch.hpp"
-#include "mpi_program.hpp"
+// Which programs are MPI programs (so --launcher auto starts them under mpirun; ringrun(1), MPI
+// PROGRAMS), with plain data and this test's own ELF file; and the ssh_config names the host check
+// accepts.
+#include "launch/mpi_programs.hpp"
+#include "facts/mpi_program.hpp"
 
 #include <doctest/doctest.h>
 

@@ -87,7 +87,7 @@ TEST_CASE("plan: fewer ranks than slots leave later hosts out") {
   CHECK(p.ranks[2].cross_size == 1);
 }
 
-TEST_CASE("plan: the environment of design.md for every rank") {
+TEST_CASE("plan: the environment README and ringrun(1) give every rank") {
   Plan p = make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), options(4));
   const auto& env = p.ranks[3].env;
   CHECK(env.at("RINGRUN_RANK") == "3");
@@ -105,6 +105,30 @@ TEST_CASE("plan: the environment of design.md for every rank") {
   CHECK(env.at("RINGRUN_STORE_ADDR") == "n1:4000");
   CHECK(env.at("RINGRUN_JOB_SECRET").size() == 64);
   CHECK(env.at("OMP_NUM_THREADS") == "1");
+}
+
+TEST_CASE("plan: every rank gets horovodrun's names with the values of ringrun's") {
+  Plan p = make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), options(4));
+  for (const RankSlot& r : p.ranks) {
+    const auto& env = r.env;
+    CHECK(env.at("HOROVOD_RANK") == env.at("RINGRUN_RANK"));
+    CHECK(env.at("HOROVOD_SIZE") == env.at("RINGRUN_SIZE"));
+    CHECK(env.at("HOROVOD_LOCAL_RANK") == env.at("RINGRUN_LOCAL_RANK"));
+    CHECK(env.at("HOROVOD_LOCAL_SIZE") == env.at("RINGRUN_LOCAL_SIZE"));
+    CHECK(env.at("HOROVOD_CROSS_RANK") == env.at("RINGRUN_CROSS_RANK"));
+    CHECK(env.at("HOROVOD_CROSS_SIZE") == env.at("RINGRUN_CROSS_SIZE"));
+    CHECK(env.at("HOROVOD_HOSTNAME") == env.at("RINGRUN_HOSTNAME"));
+    const auto all = env.to_map();
+    CHECK(all.at("HOROVOD_RANK") == std::to_string(r.rank));
+    CHECK(all.at("HOROVOD_CROSS_RANK") == std::to_string(r.cross_rank));
+  }
+  CHECK(p.ranks[3].env.at("HOROVOD_LOCAL_RANK") == "1");
+  CHECK(p.ranks[3].env.at("HOROVOD_HOSTNAME") == "n2");
+  // The plan owns them as it owns ringrun's: -x cannot make ranks disagree on who they are.
+  LaunchOptions o = options(4);
+  o.env_args = {"HOROVOD_RANK=0"};
+  CHECK(error_of([&] { make_plan(inputs(parse_hosts_flag("n1:2,n2:2")), o); })
+            .find("HOROVOD_RANK is set by ringrun for each rank") != std::string::npos);
 }
 
 TEST_CASE("plan: the engine's knobs reach every rank only when given") {

@@ -1,7 +1,7 @@
-// Rank output through srun and mpirun (issue 18): the task shim's records survive the cuts,
+// Rank output through srun and mpirun (README, Using it): the task shim's records survive the cuts,
 // tags and interleaving those launchers apply, and every rank's lines come out whole.
-#include "rank_output.hpp"
-#include "supervisor_output.hpp"
+#include "supervisor/rank_output.hpp"
+#include "supervisor/output.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,8 +1,9 @@
-// Elastic mode's runtime side end to end, without the launcher (issue 20): this test hosts the
-// job's store in-process and plays the launcher's elastic supervisor itself (publishes each world,
-// watches its children). Real processes (elastic_rank.cpp) allreduce in a loop; one SIGKILLs itself;
-// the survivors must see RINGRUN_ERR_RESET (not PEER), reset into the next world with the same
-// pids and carry on, and leak no thread, descriptor, process or /dev/shm file.
+// Elastic mode's runtime side end to end, without the launcher (ringrun(3), Elastic mode): this
+// test hosts the job's store in-process and plays the launcher's elastic supervisor itself
+// (publishes each world, watches its children). Real processes (elastic_rank.cpp) allreduce in a
+// loop; one SIGKILLs itself; the survivors must see RINGRUN_ERR_RESET (not PEER), reset into the
+// next world with the same pids and carry on, and leak no thread, descriptor, process or /dev/shm
+// file.
 #include <doctest/doctest.h>
 
 #include <dirent.h>

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ringrun/environment_variables.hpp"
 #include "ringrun/topology.hpp"
 
 namespace {
@@ -40,8 +41,8 @@ Run run(const std::vector<std::string>& argv, const std::string& loader) {
   const pid_t pid = ::fork();
   if (pid < 0) die(fmt::format("fork: {}", std::strerror(errno)));
   if (pid == 0) {
-    if (loader.empty()) ::unsetenv("RINGRUN_TOPOLOGY_LOADER");
-    else ::setenv("RINGRUN_TOPOLOGY_LOADER", loader.c_str(), 1);
+    if (loader.empty()) ::unsetenv(ringrun::variables::kTopologyLoader.name);
+    else ::setenv(ringrun::variables::kTopologyLoader.name, loader.c_str(), 1);
     const int null = ::open("/dev/null", O_WRONLY);
     if (null >= 0) ::dup2(null, STDOUT_FILENO);
     std::vector<char*> args;
@@ -78,8 +79,9 @@ void usage() {
       "usage: ringrun-topology-bench [--desc 'pack:16 numa:8 l3:25 core:32 pu:1'] [--xml FILE] [--np N]\n"
       "                              [--reps N] [--ringrun PATH] [--no-hwloc] [--no-synthetic]\n"
       "Times `ringrun --dry-run --json --topology FILE -np N` with the native reader (median of --reps)\n"
-      "and with RINGRUN_TOPOLOGY_LOADER=hwloc (once: ~25 s), then the same for synthetic:DESC.\n"
-      "FILE (default /tmp/ringrun-topology-<desc>.xml) is made with lstopo when absent.\n");
+      "and with {}=hwloc (once: ~25 s), then the same for synthetic:DESC.\n"
+      "FILE (default /tmp/ringrun-topology-<desc>.xml) is made with lstopo when absent.\n",
+      ringrun::variables::kTopologyLoader.name);
 }
 
 }  // namespace

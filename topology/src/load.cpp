@@ -19,9 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ringrun/environment_variables.hpp"
 #include "ringrun/topology.hpp"
 #include "ringrun/topology_cache.hpp"
-#include "native.hpp"
+#include "native/readers.hpp"
 
 namespace ringrun::topology {
 namespace {
@@ -420,12 +421,12 @@ std::optional<Topology> load_xml_native(const std::string& path) {
 }
 
 Topology load_xml(const std::string& path) {
-  const char* loader = std::getenv("RINGRUN_TOPOLOGY_LOADER");
+  const char* loader = std::getenv(variables::kTopologyLoader.name);
   const std::string_view choice = loader ? loader : "";
   if (choice == "hwloc") return load_xml_hwloc(path);
   if (!choice.empty() && choice != "native") {
-    throw TopologyError(fmt::format("ringrun: RINGRUN_TOPOLOGY_LOADER='{}' is neither 'native' nor 'hwloc' "
-                                    "(reading --topology '{}')", choice, path));
+    throw TopologyError(fmt::format("ringrun: {}='{}' is neither 'native' nor 'hwloc' (reading --topology '{}')",
+                                    variables::kTopologyLoader.name, choice, path));
   }
   // What the native readers do not handle (hwloc 1.x files, unusual constructs, synthetic
   // attributes) and every file that is not a valid export go to hwloc, which reads it or says why.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ringrun/plan.hpp>
+#include <ringrun/process.hpp>
 #include <ringrun/supervisor.hpp>
 
 #include <optional>
@@ -10,12 +11,7 @@
 
 namespace ringrun {
 
-// Bad usage: what() is the one-line message; ringrun exits 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Elastic mode (issue 20), horovodrun's options. Slice 1 runs on this host's -np slots only.
+// Elastic mode, horovodrun's options (README, Elastic training; ringrun(1), Elastic mode).
 struct ElasticOptions {
   std::optional<int> min_np;                      // --min-np (default: -np)
   std::optional<int> max_np;                      // --max-np (default: no limit)

@@ -12,8 +12,4 @@ Environment environment_from(char** envp);
 // (exit 2), LaunchError (its code) and topology::TopologyError (exit 2).
 int run_invocation(const Invocation& invocation, const Environment& env);
 
-// The task shim (`ringrun task -- PROGRAM ARGS`): applies this rank's slot and execs the program.
-// Returns only by throwing.
-int run_task(const std::vector<std::string>& program, const Environment& env);
-
 }  // namespace ringrun

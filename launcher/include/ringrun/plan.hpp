@@ -19,18 +19,14 @@ enum class LauncherKind { automatic, local, srun, mpirun };
 const char* to_string(LauncherKind);
 
 // NCCL knobs from the command line. Each is also passed to every rank as a RINGRUN_* variable so
-// the task shim on another node plans the same way (see kForwardedOptionVariables).
+// the task shim on another node plans the same way (variables that `travel`,
+// ringrun/environment_variables.hpp).
 struct NcclOptions {
   std::optional<std::string> algo;          // --nccl-algo LIST -> NCCL_ALGO
   std::optional<std::string> proto;         // --nccl-proto LIST -> NCCL_PROTO
   std::optional<std::string> ib_gid_index;  // --nccl-ib-gid-index auto|N -> NCCL_IB_GID_INDEX
   bool tcp = false;                         // --tcp -> NCCL_IB_DISABLE=1
 };
-
-// The RINGRUN_* variables that carry ringrun's options to the task shim (srun/mpirun backends).
-inline constexpr const char* kForwardedOptionVariables[] = {"RINGRUN_MEM_BIND", "RINGRUN_NCCL_ALGO",
-                                                            "RINGRUN_NCCL_PROTO", "RINGRUN_NCCL_IB_GID_INDEX",
-                                                            "RINGRUN_TCP"};
 
 // An interface of this host as the launcher read it (/sys/class/net and getifaddrs).
 struct NetworkInterface {
@@ -156,8 +152,9 @@ int default_num_proc(const Allocation& allocation, int local_gpus);
 // The default start timeout: 30 s plus 1 s per 8 hosts (Horovod's 30 s is too short at scale).
 double default_start_timeout(std::size_t num_hosts);
 
-// `--dry-run --json`, the schema of design.md. write_plan_json streams it in chunks of about
-// 1 MiB (a 32,768-rank plan is 28 MB of JSON); what ranks share is escaped once per plan.
+// `--dry-run --json`, the schema ringrun(1) gives under --json. write_plan_json streams it in
+// chunks of about 1 MiB (a 32,768-rank plan is 34 MB of JSON); what ranks share is escaped once
+// per plan.
 std::string plan_to_json(const Plan& plan);
 void write_plan_json(const Plan& plan, std::ostream& out);
 // A human-readable placement table (rank, host, local rank, GPU, cpus, NIC) for --verbose/--dry-run.

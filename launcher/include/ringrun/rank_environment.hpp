@@ -3,6 +3,10 @@
 // slot's (one copy per distinct GPU/cpus/NIC slot) and the rank's numbers, rendered on demand.
 #pragma once
 
+#include <ringrun/environment_variables.hpp>
+
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -22,19 +26,24 @@ struct SharedEnvironment {
   EnvironmentMap overrides;
 };
 
-// The variables that name the rank itself, each derived from one field of RankIdentity.
-enum class IdentityField { rank, local_rank, local_size, cross_rank, cross_size, group_rank, hostname };
+// The variables that name the rank itself (variables::is_rank_identity), each derived from one
+// field of RankIdentity.
+using IdentityField = variables::Carries;
 struct IdentityVariable {
-  const char* name;
-  IdentityField field;
+  const char* name = "";
+  IdentityField field = IdentityField::nothing;
 };
 // Sorted by name, as the JSON lists them.
-inline constexpr IdentityVariable kIdentityVariablesByName[] = {
-    {"GROUP_RANK", IdentityField::group_rank},         {"LOCAL_RANK", IdentityField::local_rank},
-    {"LOCAL_WORLD_SIZE", IdentityField::local_size},   {"RANK", IdentityField::rank},
-    {"RINGRUN_CROSS_RANK", IdentityField::cross_rank}, {"RINGRUN_CROSS_SIZE", IdentityField::cross_size},
-    {"RINGRUN_HOSTNAME", IdentityField::hostname},     {"RINGRUN_LOCAL_RANK", IdentityField::local_rank},
-    {"RINGRUN_LOCAL_SIZE", IdentityField::local_size}, {"RINGRUN_RANK", IdentityField::rank}};
+inline constexpr auto kIdentityVariablesByName = [] {
+  std::array<IdentityVariable, variables::count_if(variables::is_rank_identity)> out{};
+  std::size_t i = 0;
+  for (const variables::Variable* v : variables::kAll)
+    if (variables::is_rank_identity(*v)) out[i++] = {v->name, v->carries};
+  std::sort(out.begin(), out.end(), [](const IdentityVariable& a, const IdentityVariable& b) {
+    return std::string_view(a.name) < std::string_view(b.name);
+  });
+  return out;
+}();
 
 struct RankIdentity {
   int rank = 0, local_rank = 0, local_size = 0, cross_rank = 0, cross_size = 0;

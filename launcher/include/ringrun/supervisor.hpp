@@ -2,45 +2,19 @@
 // everything when one fails, and returns the exit status ringrun exits with.
 #pragma once
 
+#include <ringrun/process.hpp>
+
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace ringrun {
-
-// How a launcher process's output names its ranks, so lines can be re-tagged as [RANK]<stdout>:.
-enum class OutputRetag { none, srun_label /* "3: line" */, mpirun_tag /* "[1,3]<stdout>:line" */ };
-
-// One process to start. For the local backend, one per rank; for srun/mpirun, the launcher itself.
-struct ProcessSpec {
-  int rank = 0;                    // the tag of its output and the name in the summary line
-  std::string host;                // for the summary line
-  std::string label;               // "rank" or e.g. "srun"
-  std::string executable;          // resolved path (see resolve_program)
-  std::vector<std::string> argv;   // exactly as given, argv[0] included
-  std::vector<std::string> env;    // complete environment, NAME=VALUE
-  std::vector<unsigned> cpus;      // CPU affinity applied before exec; empty = inherit
-  bool stdin_inherit = false;      // rank 0 reads ringrun's stdin when it is not a terminal
-  OutputRetag retag = OutputRetag::none;
-  std::vector<std::string> rank_hosts;  // srun/mpirun: the host of each rank it starts, for the
-                                        // summary line naming the rank that failed
-};
 
 struct SupervisorOptions {
   bool tag_output = true;                       // "[RANK]<stdout>:" prefixes
   std::optional<std::string> output_directory;  // --output-filename DIR: DIR/rank.N/{stdout,stderr}
   double grace_period_s = 10;                   // SIGTERM, then SIGKILL after this long
   bool verbose = false;
-};
-
-// Finds `program` as execvp would, in `path` (a PATH value). Throws LaunchError with exit code 127
-// and a one-line message when it cannot be found or executed.
-std::string resolve_program(const std::string& program, const std::string& path);
-
-struct LaunchError : std::runtime_error {
-  LaunchError(const std::string& message, int exit_code) : std::runtime_error(message), exit_code(exit_code) {}
-  int exit_code;
 };
 
 // Blocks SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 in the calling thread and remembers the mask it had.

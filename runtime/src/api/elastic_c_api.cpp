@@ -9,6 +9,7 @@
 
 #include "bootstrap/elastic.hpp"
 #include "api/process_runtime.hpp"
+#include "ringrun/environment_variables.hpp"
 #include "ringrun/ringrun.h"
 #include "ringrun/runtime.hpp"
 
@@ -25,9 +26,9 @@ ElasticControl& require_control(const char* what) {
   if (!control) {
     if (!elastic_requested())
       throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
-                         fmt::format("{}: this process is not in elastic mode (RINGRUN_ELASTIC_ID is not set: start "
-                                     "the job with ringrun --min-np/--max-np)",
-                                     what));
+                         fmt::format("{}: this process is not in elastic mode ({} is not set: start the job with "
+                                     "ringrun --min-np/--max-np)",
+                                     what, variables::kElasticId.name));
     throw RuntimeError(RINGRUN_ERR_NOT_INITIALIZED, fmt::format("{}: ringrun_init() has not been called", what));
   }
   return *control;

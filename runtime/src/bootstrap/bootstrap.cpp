@@ -198,9 +198,8 @@ std::string interface_address(const std::string& interface) {
   freeifaddrs(list);
   if (found.empty())
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
-                       fmt::format("RINGRUN_NETWORK_INTERFACE='{}': no such interface with an IPv4 address "
-                                   "(interfaces with one: {})",
-                                   interface, names));
+                       fmt::format("{}='{}': no such interface with an IPv4 address (interfaces with one: {})",
+                                   variables::kNetworkInterface.name, interface, names));
   return found;
 }
 
@@ -225,7 +224,7 @@ std::optional<Identity> identity_from(const char* rank_var, const char* size_var
 
 Identity discover_identity() {
   // Open MPI before Slurm: an mpirun inside an allocation inherits the batch step's SLURM_PROCID.
-  if (auto id = identity_from("RINGRUN_RANK", "RINGRUN_SIZE", "ringrun")) return *id;
+  if (auto id = identity_from(variables::kRank.name, variables::kSize.name, "ringrun")) return *id;
   if (auto id = identity_from("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun")) return *id;
   if (env_string("PMIX_RANK")) {
     const char* size_var = env_string("SLURM_NTASKS") ? "SLURM_NTASKS" : "PMI_SIZE";
@@ -256,7 +255,7 @@ std::string store_bind_address(const std::string& master_addr) {
 }  // namespace
 
 std::string this_hostname() {
-  if (auto name = env_string("RINGRUN_HOSTNAME")) return *name;
+  if (auto name = env_string(variables::kHostname.name)) return *name;
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   return name;
@@ -269,15 +268,15 @@ Bootstrap bootstrap_from_environment() {
   boot.size = id.size;
   boot.source = id.source;
   boot.hostname = this_hostname();
-  boot.timeout = std::chrono::seconds(env_int("RINGRUN_START_TIMEOUT", 1, 24 * 3600).value_or(60));
+  boot.timeout = std::chrono::seconds(env_int(variables::kStartTimeout.name, 1, 24 * 3600).value_or(60));
   int generation = g_generation.fetch_add(1);
-  auto interface = env_string("RINGRUN_NETWORK_INTERFACE");
+  auto interface = env_string(variables::kNetworkInterface.name);
   if (interface) boot.listen_address = interface_address(*interface);
   if (boot.size == 1) return boot;
 
-  std::string secret = env_string("RINGRUN_JOB_SECRET").value_or("");
+  std::string secret = env_string(variables::kJobSecret.name).value_or("");
   try {
-    if (auto store_address = env_string("RINGRUN_STORE_ADDR")) {
+    if (auto store_address = env_string(variables::kStoreAddr.name)) {
       auto where = net::parse_host_port(*store_address);
       auto client = std::make_unique<store::Client>(where.host, where.port, secret, boot.timeout);
       boot.exchange = std::make_unique<StoreExchange>(std::move(client), fmt::format("ringrun/init{}", generation),
@@ -292,9 +291,11 @@ Bootstrap bootstrap_from_environment() {
                          "PMIX_NAMESPACE is set but this libringrun_runtime was built without PMIx; start the job "
                          "with ringrun or set MASTER_ADDR/MASTER_PORT");
 #endif
-    } else if (auto master = env_string("MASTER_ADDR")) {
-      auto port = env_int("MASTER_PORT", 1, 65535);
-      if (!port) throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, "MASTER_ADDR is set but MASTER_PORT is not");
+    } else if (auto master = env_string(variables::kMasterAddr.name)) {
+      auto port = env_int(variables::kMasterPort.name, 1, 65535);
+      if (!port)
+        throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{} is set but {} is not", variables::kMasterAddr.name,
+                                                              variables::kMasterPort.name));
       std::unique_ptr<store::Server> hosted;
       // Without ringrun there is no job secret unless the user exports one; both sides agree on "".
       if (boot.rank == 0)
@@ -312,7 +313,7 @@ Bootstrap bootstrap_from_environment() {
   } catch (const store::StoreError& e) {
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, e.what());
   } catch (const net::NetError& e) {
-    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("RINGRUN_STORE_ADDR: {}", e.what()));
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{}: {}", variables::kStoreAddr.name, e.what()));
   }
   if (boot.listen_address.empty()) boot.listen_address = boot.exchange->local_address_hint();
   if (boot.listen_address.empty()) {

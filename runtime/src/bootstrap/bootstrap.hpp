@@ -60,7 +60,7 @@ struct Bootstrap {
   std::string source;                  // "ringrun", "mpirun (PMIx)", ... for messages
 };
 
-// Reads the environment (see core/env.hpp) and sets up the exchange. Throws RuntimeError
+// Reads the environment (ringrun/environment_variables.hpp) and sets up the exchange. Throws RuntimeError
 // (RINGRUN_ERR_BOOTSTRAP) with the variable or server at fault.
 Bootstrap bootstrap_from_environment();
 

@@ -39,26 +39,30 @@ std::string seconds(std::chrono::milliseconds duration) { return fmt::format("{:
 
 }  // namespace
 
-bool elastic_requested() { return env_string("RINGRUN_ELASTIC_ID").has_value(); }
+bool elastic_requested() { return env_string(variables::kElasticId.name).has_value(); }
 
 ElasticSettings elastic_settings_from_environment() {
   ElasticSettings settings;
-  auto id = env_int("RINGRUN_ELASTIC_ID", 0, LLONG_MAX);
-  if (!id) throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, "elastic mode: RINGRUN_ELASTIC_ID is not set");
+  auto id = env_int(variables::kElasticId.name, 0, LLONG_MAX);
+  if (!id) throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("elastic mode: {} is not set", variables::kElasticId.name));
   settings.id = static_cast<std::uint64_t>(*id);
-  auto epoch = env_int("RINGRUN_ELASTIC_EPOCH", 0, INT_MAX);
+  auto epoch = env_int(variables::kElasticEpoch.name, 0, INT_MAX);
   if (!epoch)
-    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, "RINGRUN_ELASTIC_ID is set but RINGRUN_ELASTIC_EPOCH is not: an elastic "
-                                              "process needs the epoch of the world it was started for");
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                       fmt::format("{} is set but {} is not: an elastic process needs the epoch of the world it was "
+                                   "started for",
+                                   variables::kElasticId.name, variables::kElasticEpoch.name));
   settings.start_epoch = static_cast<int>(*epoch);
-  settings.timeout = std::chrono::seconds(env_int("RINGRUN_ELASTIC_TIMEOUT", 1, 7 * 24 * 3600).value_or(600));
-  settings.start_timeout = std::chrono::seconds(env_int("RINGRUN_START_TIMEOUT", 1, 24 * 3600).value_or(60));
-  auto store_address = env_string("RINGRUN_STORE_ADDR");
+  settings.timeout = std::chrono::seconds(env_int(variables::kElasticTimeout.name, 1, 7 * 24 * 3600).value_or(600));
+  settings.start_timeout = std::chrono::seconds(env_int(variables::kStartTimeout.name, 1, 24 * 3600).value_or(60));
+  auto store_address = env_string(variables::kStoreAddr.name);
   if (!store_address)
-    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, "RINGRUN_ELASTIC_ID is set but RINGRUN_STORE_ADDR is not: elastic mode "
-                                              "takes its worlds from the store that ringrun hosts");
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                       fmt::format("{} is set but {} is not: elastic mode takes its worlds from the store that ringrun "
+                                   "hosts",
+                                   variables::kElasticId.name, variables::kStoreAddr.name));
   settings.store_address = *store_address;
-  settings.secret = env_string("RINGRUN_JOB_SECRET").value_or("");
+  settings.secret = env_string(variables::kJobSecret.name).value_or("");
   return settings;
 }
 
@@ -99,9 +103,9 @@ Bootstrap ElasticControl::join(int epoch) {
       value = client->get(key, settings_.timeout);
     } catch (const store::StoreTimeout&) {
       throw RuntimeError(RINGRUN_ERR_TIMEOUT,
-                         fmt::format("elastic: world {} was not published within {} (store key '{}', "
-                                     "RINGRUN_ELASTIC_TIMEOUT): is the launcher's elastic supervisor running?",
-                                     e, seconds(settings_.timeout), key));
+                         fmt::format("elastic: world {} was not published within {} (store key '{}', {}): is the "
+                                     "launcher's elastic supervisor running?",
+                                     e, seconds(settings_.timeout), key, variables::kElasticTimeout.name));
     }
     wire::PublishedWorld world = decode(value, key);
     if (world.end)
@@ -135,7 +139,7 @@ Bootstrap ElasticControl::join(int epoch) {
   boot.hostname = this_hostname();
   boot.timeout = settings_.start_timeout;  // the mesh's connects; the exchange waits the elastic timeout
   boot.source = fmt::format("elastic world {} as id {} (store {})", world.epoch, settings_.id, settings_.store_address);
-  if (auto interface = env_string("RINGRUN_NETWORK_INTERFACE")) boot.listen_address = interface_address(*interface);
+  if (auto interface = env_string(variables::kNetworkInterface.name)) boot.listen_address = interface_address(*interface);
   if (boot.size == 1) return boot;
   auto exchange = std::make_unique<StoreExchange>(std::move(client), wire::addr_prefix(world.epoch), boot.rank,
                                                   boot.size, settings_.timeout);

@@ -1,7 +1,7 @@
-// Elastic mode's side of the runtime (issue 20): a process started by `ringrun --min-np/--max-np`
-// takes its rank and size from the worlds the launcher publishes in the job's store
-// (ringrun/elastic_wire.hpp), not from RINGRUN_RANK/SIZE. ElasticControl holds what lasts for the
-// life of the process: its id, the epoch of the world it is in, and a control connection to the
+// Elastic mode's side of the runtime (ringrun(3), Elastic mode): a process started by `ringrun
+// --min-np/--max-np` takes its rank and size from the worlds the launcher publishes in the job's
+// store (ringrun/elastic_wire.hpp), not from RINGRUN_RANK/SIZE. ElasticControl holds what lasts for
+// the life of the process: its id, the epoch of the world it is in, and a control connection to the
 // store for reset and leave requests and status reads. Joining a world gives a Bootstrap, as
 // bootstrap_from_environment() does outside elastic mode.
 #pragma once

@@ -12,6 +12,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "core/adasum.hpp"
 #include "core/dtype.hpp"
+#include "ringrun/environment_variables.hpp"
 #include "ringrun/runtime.hpp"
 #include "core/device_memory.hpp"
 #ifdef RINGRUN_HAVE_NCCL
@@ -180,9 +181,9 @@ std::unique_ptr<Communicator> Communicator::create(const CommunicatorConfig& con
   for (int r = 0; r < config.size; ++r)
     if (world.peers[r].tcp_streams != config.tcp_streams)
       throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
-                         fmt::format("RINGRUN_TCP_STREAMS differs between ranks: {} uses {}, rank {} uses {}; set the "
-                                     "same value on every rank",
-                                     world.describe(r), describe_streams(world.peers[r].tcp_streams), config.rank,
+                         fmt::format("{} differs between ranks: {} uses {}, rank {} uses {}; set the same value on "
+                                     "every rank",
+                                     variables::kTcpStreams.name, world.describe(r), describe_streams(world.peers[r].tcp_streams), config.rank,
                                      describe_streams(config.tcp_streams)));
   const int streams = config.tcp_streams > 0 ? config.tcp_streams : automatic_tcp_streams(world.peers);
 

@@ -28,20 +28,23 @@ using core::Collective;
 EngineConfig EngineConfig::from_environment() {
   EngineConfig config;
   // Decimal numbers: the launcher passes --fusion-threshold-mb 0.5 and kin as given.
-  if (auto mb = core::env_number("RINGRUN_FUSION_THRESHOLD_MB", 0, 1 << 20))
+  if (auto mb = core::env_number(variables::kFusionThresholdMb.name, 0, 1 << 20))
     config.fusion_threshold_bytes = static_cast<std::size_t>(*mb * (1 << 20));
-  if (auto ms = core::env_number("RINGRUN_CYCLE_TIME_MS", 0, 60000))
+  if (auto ms = core::env_number(variables::kCycleTimeMs.name, 0, 60000))
     config.cycle_time = std::chrono::microseconds(static_cast<long long>(*ms * 1000));
-  if (auto file = core::env_string("RINGRUN_TIMELINE_FILENAME")) config.timeline_filename = *file;
-  if (auto s = core::env_number("RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS", 0, 1 << 24))
+  if (auto file = core::env_string(variables::kTimelineFilename.name)) config.timeline_filename = *file;
+  if (auto s = core::env_number(variables::kStallCheckWarningTimeSeconds.name, 0, 1 << 24))
     config.stall_warning = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (auto s = core::env_number("RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", 0, 1 << 24))
+  if (auto s = core::env_number(variables::kStallCheckShutdownTimeSeconds.name, 0, 1 << 24))
     config.stall_shutdown = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (auto n = core::env_int("RINGRUN_CACHE_CAPACITY", 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
-  if (auto on = core::env_int("RINGRUN_FP16_COMPRESSION", 0, 1)) config.fp16_compression = *on == 1;
-  if (auto n = core::env_int("RINGRUN_INLINE_BYTES", 0, 1 << 20)) config.inline_bytes = static_cast<std::size_t>(*n);
-  if (auto on = core::env_int("RINGRUN_TIMELINE_MARK_CYCLES", 0, 1)) config.timeline_mark_cycles = *on == 1;
-  if (auto n = core::env_int("RINGRUN_UNFUSED_MIN_BYTES", 0, 1ll << 40)) config.unfused_min_bytes = static_cast<std::size_t>(*n);
+  if (auto n = core::env_int(variables::kCacheCapacity.name, 0, 1 << 20))
+    config.cache_capacity = static_cast<std::size_t>(*n);
+  if (auto on = core::env_int(variables::kFp16Compression.name, 0, 1)) config.fp16_compression = *on == 1;
+  if (auto n = core::env_int(variables::kInlineBytes.name, 0, 1 << 20))
+    config.inline_bytes = static_cast<std::size_t>(*n);
+  if (auto on = core::env_int(variables::kTimelineMarkCycles.name, 0, 1)) config.timeline_mark_cycles = *on == 1;
+  if (auto n = core::env_int(variables::kUnfusedMinBytes.name, 0, 1ll << 40))
+    config.unfused_min_bytes = static_cast<std::size_t>(*n);
   apply_horovod_environment(config);
   return config;
 }
@@ -50,24 +53,26 @@ void EngineConfig::apply_horovod_environment(EngineConfig& config) {
   // Horovod's own knobs, in Horovod's units, where a migrated job's environment still sets them
   // and ringrun's option for the same knob was not given (ringrun's wins: README, "Coming from
   // Horovod").
-  auto unset = [](const char* name) { return !core::env_string(name); };
-  if (unset("RINGRUN_FUSION_THRESHOLD_MB"))
-    if (auto bytes = core::env_int("HOROVOD_FUSION_THRESHOLD", 0, 1ll << 40)) config.fusion_threshold_bytes = static_cast<std::size_t>(*bytes);
-  if (unset("RINGRUN_CYCLE_TIME_MS"))
-    if (auto ms = core::env_number("HOROVOD_CYCLE_TIME", 0, 60000))
+  namespace v = variables;
+  auto unset = [](const v::Variable& ours) { return !core::env_string(ours.name); };
+  if (unset(v::kFusionThresholdMb))
+    if (auto bytes = core::env_int(v::kHorovodFusionThreshold.name, 0, 1ll << 40))
+      config.fusion_threshold_bytes = static_cast<std::size_t>(*bytes);
+  if (unset(v::kCycleTimeMs))
+    if (auto ms = core::env_number(v::kHorovodCycleTime.name, 0, 60000))
       config.cycle_time = std::chrono::microseconds(static_cast<long long>(*ms * 1000));
-  if (unset("RINGRUN_TIMELINE_FILENAME"))
-    if (auto file = core::env_string("HOROVOD_TIMELINE"); file && *file != "DYNAMIC") config.timeline_filename = *file;
-  if (unset("RINGRUN_TIMELINE_MARK_CYCLES"))
-    if (auto on = core::env_int("HOROVOD_TIMELINE_MARK_CYCLES", 0, 1)) config.timeline_mark_cycles = *on == 1;
-  if (unset("RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS"))
-    if (auto s = core::env_number("HOROVOD_STALL_CHECK_TIME_SECONDS", 0, 1 << 24))
+  if (unset(v::kTimelineFilename))
+    if (auto file = core::env_string(v::kHorovodTimeline.name); file && *file != "DYNAMIC") config.timeline_filename = *file;
+  if (unset(v::kTimelineMarkCycles))
+    if (auto on = core::env_int(v::kHorovodTimelineMarkCycles.name, 0, 1)) config.timeline_mark_cycles = *on == 1;
+  if (unset(v::kStallCheckWarningTimeSeconds))
+    if (auto s = core::env_number(v::kHorovodStallCheckTimeSeconds.name, 0, 1 << 24))
       config.stall_warning = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (unset("RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS"))
-    if (auto s = core::env_number("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0, 1 << 24))
+  if (unset(v::kStallCheckShutdownTimeSeconds))
+    if (auto s = core::env_number(v::kHorovodStallShutdownTimeSeconds.name, 0, 1 << 24))
       config.stall_shutdown = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (unset("RINGRUN_CACHE_CAPACITY"))
-    if (auto n = core::env_int("HOROVOD_CACHE_CAPACITY", 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
+  if (unset(v::kCacheCapacity))
+    if (auto n = core::env_int(v::kHorovodCacheCapacity.name, 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
 }
 
 namespace {

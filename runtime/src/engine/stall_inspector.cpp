@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "ringrun/environment_variables.hpp"
+
 namespace ringrun::engine {
 
 namespace {
@@ -27,7 +29,8 @@ std::string StallInspector::describe(const std::string& name, const std::string&
 }
 
 std::string StallInspector::shutdown_message(const std::string& description) const {
-  return fmt::format("stalled: {} (RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS={:g})", description, seconds(shutdown_));
+  return fmt::format("stalled: {} ({}={:g})", description, variables::kStallCheckShutdownTimeSeconds.name,
+                     seconds(shutdown_));
 }
 
 void StallInspector::warn(const std::string& description) {

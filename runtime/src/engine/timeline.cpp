@@ -5,26 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "ringrun/environment_variables.hpp"
+#include "ringrun/json.hpp"
 #include "ringrun/runtime.hpp"
 
 namespace ringrun::engine {
 
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        else out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+std::string json_quote(const std::string& s) { return json::quote(s); }
 
 namespace {
 
@@ -32,7 +19,8 @@ std::FILE* create_timeline_file(const std::string& filename) {
   std::FILE* file = std::fopen(filename.c_str(), "w");
   if (!file)
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
-                       fmt::format("RINGRUN_TIMELINE_FILENAME='{}': cannot create it: {}", filename, std::strerror(errno)));
+                       fmt::format("{}='{}': cannot create it: {}", variables::kTimelineFilename.name, filename,
+                                   std::strerror(errno)));
   return file;
 }
 

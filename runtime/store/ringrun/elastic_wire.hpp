@@ -1,7 +1,7 @@
-// Elastic mode's keys and values in the job's rendezvous store (issue 20), shared by the
-// launcher's elastic supervisor (which alone decides and publishes each world) and the runtime
-// (which posts reset and leave requests and joins the worlds it is named in). Every key has one
-// writer. Pure: encoding and decoding only; the sockets are store.hpp's.
+// Elastic mode's keys and values in the job's rendezvous store (ringrun(3), Elastic mode), shared
+// by the launcher's elastic supervisor (which alone decides and publishes each world) and the
+// runtime (which posts reset and leave requests and joins the worlds it is named in). Every key has
+// one writer. Pure: encoding and decoding only; the sockets are store.hpp's.
 //
 //   ringrun/elastic/<e>/world   supervisor, once per epoch e: "e=<e> added=<0|1> ids=<id>,<id>,..."
 //                               (rank r of world e is the r-th id) or "end <reason>"

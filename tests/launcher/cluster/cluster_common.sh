@@ -23,7 +23,7 @@ OUT=$(mktemp -d /tmp/ringrun-cluster-out-$CASE.XXXXXX)
 chmod 0755 "$OUT"
 cleanup() {
   "$CLUSTER" down >/dev/null || echo "cleanup: test-cluster down failed" >&2
-  # ringrun's per-cluster srun facts (srun_cache.hpp) name this cluster's slurm.conf.
+  # ringrun's per-cluster srun facts (facts/srun.hpp) name this cluster's slurm.conf.
   grep -lsF "conf $RINGRUN_CLUSTER_DIR/" /tmp/ringrun-"$(id -u)"/srun-mpi-list-* \
     /tmp/ringrun-"$(id -u)"/slurm-task-plugin-* </dev/null | xargs -r rm -f || true
   rm -rf "$RINGRUN_CLUSTER_DIR" "$OUT"

@@ -1,8 +1,8 @@
 #!/bin/bash
-# Elastic mode inside a SLURM allocation on the real test cluster (issue 20): jobs of 4 nodes x 2
-# ranks of the runtime's elastic test rank (tests/runtime/elastic_rank.cpp), each started by
-# ringrun as its own one-task srun step, lose or give back node n4. Each case brings up a cluster
-# of its own and takes it down; exit 77 (ctest SKIP) without root, namespaces or Slurm.
+# Elastic mode inside a SLURM allocation on the real test cluster (README, Elastic training): jobs
+# of 4 nodes x 2 ranks of the runtime's elastic test rank (tests/runtime/elastic_rank.cpp), each
+# started by ringrun as its own one-task srun step, lose or give back node n4. Each case brings up a
+# cluster of its own and takes it down; exit 77 (ctest SKIP) without root, namespaces or Slurm.
 #   cluster_elastic_test.sh BUILD_DIR CASE
 #   CASE: node_lost (n4's ranks SIGKILL themselves) | node_down (scontrol sets n4 DOWN) |
 #         drain (n4 drained: its ranks leave; resumed: new ranks fill its slots) |

@@ -91,13 +91,15 @@ env_case() {
     for want in --ntasks=8 --nodes=4 --distribution=block --kill-on-bad-exit=1 --nodelist=n1,n2,n3,n4; do
       [[ " $verbose_cmd " == *" $want "* ]] || fail "srun argv lacks $want: '$verbose_cmd'"
     done
-    # TaskPlugin=task/none: srun cannot bind, and warns about any --cpu-bind (issue 22).
+    # TaskPlugin=task/none: srun cannot bind, and warns about any --cpu-bind (ringrun(1),
+    # DESCRIPTION).
     [[ " $verbose_cmd " != *" --cpu-bind"* ]] || fail "srun argv asks a task/none cluster for cpu binding: '$verbose_cmd'"
     if run srun --mpi=list 2>&1 | grep -qw pmix; then
       [[ " $verbose_cmd " == *" --mpi=pmix "* ]] || fail "srun offers pmix but the argv lacks --mpi=pmix: '$verbose_cmd'"
       [[ $(field "$(env_line "$out" 5)" mpi_type) == pmix ]] || fail "srun: rank 5 SLURM_MPI_TYPE is not pmix"
     fi
-    # --srun-mpi none: the same step without PMIx (issue 3: PMIx setup is most of a step's cost).
+    # --srun-mpi none: the same step without PMIx (PMIx setup is most of a step's cost; ringrun(1),
+    # --srun-mpi).
     local none_cmd
     none_cmd=$(sed -n 's/^command-none: //p' "$out")
     [[ $none_cmd == "srun "* && " $none_cmd " != *" --mpi="* ]] || fail "--srun-mpi none: srun argv '$none_cmd'"
@@ -216,9 +218,9 @@ case_argv() {
   for r in 0 1; do cmp -s "$OUT/xval" "$OUT/argx.$r" || fail "-x value on rank $r: '$(cat "$OUT/argx.$r" 2>&1)'"; done
 }
 
-# Issue 18: under srun and mpirun across nodes, every line of every rank whole and tagged once:
-# lines over srun's 1024-byte cut, partial writes mpirun tags mid-line, bursts of short lines
-# mpirun's --tag-output would drop, stdout and stderr interleaved, no final newline.
+# Output (README, Using it): under srun and mpirun across nodes, every line of every rank whole and
+# tagged once: lines over srun's 1024-byte cut, partial writes mpirun tags mid-line, bursts of short
+# lines mpirun's --tag-output would drop, stdout and stderr interleaved, no final newline.
 case_output_stress() {
   local script job state launcher stress=$HERE/../output_stress.py
   script=$(job_script stress.sh \
@@ -234,8 +236,9 @@ case_output_stress() {
   done
 }
 
-# Issue 17: a Horovod-style PyTorch script (ringrun.torch, DistributedOptimizer) across the 4
-# namespace hosts under srun and under mpirun trains like 4 ranks on one host: the same losses.
+# A Horovod-style PyTorch script (ringrun.torch, DistributedOptimizer; README, PyTorch: coming from
+# Horovod) across the 4 namespace hosts under srun and under mpirun trains like 4 ranks on one
+# host: the same losses.
 case_torch() {
   local example=$ROOT/runtime/examples/train_torch.py script job state launcher want got
   [[ -f $BUILD/python/ringrun/__init__.py ]] || skip "no Python binding in this build"
@@ -259,7 +262,7 @@ case_torch() {
   done
 }
 
-# Issue 22: srun and mpirun launches print no launcher line that ringrun's own arguments provoke
+# srun and mpirun launches print no launcher line that ringrun's own arguments provoke
 # (srun's "cluster configuration lacks support for cpu binding" for --cpu-bind under task/none,
 # its --ntasks-per-node warning for -np 3 in a --ntasks-per-node=2 job, Open MPI's help blocks):
 # no [srun]/[mpirun] line, no untagged srun/mpirun message (the interface probe's step).

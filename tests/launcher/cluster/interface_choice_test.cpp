@@ -1,5 +1,5 @@
 // choose_shared_interface and the probe line format, with plain data (no network touched).
-#include "interface_probe.hpp"
+#include "facts/interface_probe.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
-// Issue 22: srun gets --cpu-bind only where the cluster's TaskPlugin can bind; the TaskPlugin is
+// srun gets --cpu-bind only where the cluster's TaskPlugin can bind; the TaskPlugin is
 // read once per configuration (a fake scontrol counts its calls) and the srun argv follows it.
-#include "backend.hpp"
-#include "srun_cache.hpp"
+#include "backend/backend.hpp"
+#include "facts/srun.hpp"
 
 #include <doctest/doctest.h>
 

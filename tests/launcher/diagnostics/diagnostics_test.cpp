@@ -1,6 +1,6 @@
 // The pure diagnostics: doctor's checks from plain facts, their JSON round trip, the --all-nodes
 // tables, the report's redaction and check-build's layout.
-#include "diagnostics.hpp"
+#include "doctor/doctor.hpp"
 
 #include <doctest/doctest.h>
 

@@ -136,7 +136,7 @@ std::map<std::string, int> roce_gid_indexes(const std::string& sysfs_root, const
 // The NCCL this host's loader finds (dlopen libnccl.so.2, else /usr/local/cuda/lib64/libnccl.so.2,
 // then ncclGetVersion): its version code (2.21.5 -> 22105) and the file the loader opened; no
 // version when none loads. A dlopen of libnccl costs a launch 2-4 ms: the launcher caches this
-// (launcher/src/fact_cache.hpp).
+// (launcher/src/facts/cache.hpp).
 struct NcclLibrary {
   std::optional<int> version;
   std::string path;

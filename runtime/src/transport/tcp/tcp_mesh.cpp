@@ -101,9 +101,10 @@ void TcpMesh::accept_from_higher(const net::Fd& listener, net::Clock::time_point
     // The communicator checked at rendezvous that every rank uses the same count.
     if (net::get_u32(hello + 20) != static_cast<std::uint32_t>(streams_))
       throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
-                         fmt::format("connecting the ranks: {} opens {} connections per peer (RINGRUN_TCP_STREAMS), "
-                                     "rank {} {}; set the same value on every rank",
-                                     world_.describe(static_cast<int>(peer)), net::get_u32(hello + 20), me, streams_));
+                         fmt::format("connecting the ranks: {} opens {} connections per peer ({}), rank {} {}; set the "
+                                     "same value on every rank",
+                                     world_.describe(static_cast<int>(peer)), net::get_u32(hello + 20),
+                                     variables::kTcpStreams.name, me, streams_));
     net::set_nodelay(fd.get());
     this->fd(static_cast<int>(peer), static_cast<int>(stream)) = std::move(fd);
     --waiting;
@@ -117,7 +118,7 @@ void TcpMesh::configure_sockets() {
   linger abortive{1, 0};
   // A peer whose host or link goes away sends no reset: without a bound the collective would wait
   // for it forever (or for the kernel's ~15 min of retransmissions).
-  const auto peer_timeout = std::chrono::seconds(env_int("RINGRUN_PEER_TIMEOUT", 1, 24 * 3600).value_or(30));
+  const auto peer_timeout = std::chrono::seconds(env_int(variables::kPeerTimeout.name, 1, 24 * 3600).value_or(30));
   for (auto& fd : fds_) {
     if (!fd) continue;
     net::set_nonblocking(fd.get(), true);

@@ -1,0 +1,223 @@
+// Running --host-discovery-script: process, pipe, timeout (elastic/discovery.hpp).
+#include "elastic/discovery.hpp"
+
+#include "common/subprocess.hpp"
+
+#include "supervisor/parts.hpp"
+
+#include <ringrun/process.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace ringrun {
+namespace {
+
+// More output than any host list: the rest is dropped and the run fails, rather than growing
+// ringrun's memory without bound.
+constexpr std::size_t kMaxOutput = 1 << 20;
+
+// posix_spawn's objects, destroyed on every path.
+struct SpawnSetup {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  SpawnSetup() {
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attr);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+};
+
+}  // namespace
+
+DiscoveryRun::DiscoveryRun(const std::string& script, const sigset_t& signal_mask, SteadyTime now)
+    : deadline_(now + kDiscoveryTimeout) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    throw LaunchError(fmt::format("ringrun: --host-discovery-script: pipe: {}", std::strerror(errno)), 1);
+  SpawnSetup setup;
+  // stdout to the pipe, stdin from /dev/null, stderr shared with ringrun's (the script's own
+  // complaints are the best description of its failure).
+  posix_spawn_file_actions_adddup2(&setup.actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);  // ignored in the supervisor; an ignored signal survives exec
+  posix_spawnattr_setsigdefault(&setup.attr, &defaults);
+  posix_spawnattr_setsigmask(&setup.attr, &signal_mask);
+  posix_spawnattr_setpgroup(&setup.attr, 0);  // its own group: a timeout kills what it started too
+  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const char* argv[] = {"sh", "-c", script.c_str(), nullptr};
+  const int rc = ::posix_spawn(&pid_, "/bin/sh", &setup.actions, &setup.attr, const_cast<char* const*>(argv), environ);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    pid_ = -1;
+    throw LaunchError(fmt::format("ringrun: --host-discovery-script '{}': cannot start /bin/sh: {}", script,
+                                  std::strerror(rc)), 1);
+  }
+  fd_ = out[0];
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
+}
+
+DiscoveryRun::~DiscoveryRun() {
+  if (fd_ >= 0) ::close(fd_);
+  if (pid_ > 0 && !status_) {
+    ::kill(-pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+void DiscoveryRun::read_some() {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd_, buffer, sizeof buffer);
+    if (n > 0) {
+      const std::size_t room = kMaxOutput - std::min(kMaxOutput, output_.size());
+      too_long_ = too_long_ || static_cast<std::size_t>(n) > room;
+      output_.append(buffer, std::min(static_cast<std::size_t>(n), room));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    ::close(fd_);  // end of file, or an error that ends the output alike
+    fd_ = -1;
+    return;
+  }
+}
+
+void DiscoveryRun::on_reaped(int wait_status) {
+  status_ = wait_status;
+  // What the script left in its group goes with it: a run leaves nothing behind.
+  ::kill(-pid_, SIGKILL);
+}
+
+void DiscoveryRun::kill_for_timeout() {
+  timed_out_ = true;
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (status_) return;
+  ::kill(-pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  status_ = status;
+}
+
+std::optional<DiscoveryResult> DiscoveryRun::result() const {
+  if (!status_ || (fd_ >= 0 && !timed_out_)) return std::nullopt;
+  DiscoveryResult r;
+  if (timed_out_) {
+    r.error = fmt::format("did not finish within {} s", kDiscoveryTimeout.count());
+  } else if (!WIFEXITED(*status_) || WEXITSTATUS(*status_) != 0) {
+    r.error = describe_status(*status_);
+  } else if (too_long_) {
+    r.error = fmt::format("printed more than {} bytes", kMaxOutput);
+  } else {
+    r.ok = true;
+    r.output = output_;
+  }
+  return r;
+}
+
+DiscoveryResult run_discovery_script(const std::string& script) {
+  sigset_t mask;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  // Not ringrun's own mask (main() blocks the supervisor's signals): the script's is the caller's.
+  DiscoveryRun run(script, exec_signal_mask(mask), std::chrono::steady_clock::now());
+  for (;;) {
+    if (auto r = run.result()) return *r;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= run.deadline()) {
+      run.kill_for_timeout();
+      continue;
+    }
+    if (run.fd() >= 0) {
+      pollfd p{run.fd(), POLLIN, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(run.deadline() - now).count() + 1;
+      ::poll(&p, 1, static_cast<int>(left));
+      run.read_some();
+      continue;
+    }
+    int status = 0;
+    const pid_t done = ::waitpid(run.pid(), &status, WNOHANG);
+    if (done == run.pid()) run.on_reaped(status);
+    else ::usleep(10'000);  // output ended; the script is still exiting
+  }
+}
+
+namespace {
+
+void tell(const std::string& line) {
+  const std::string text = line + "\n";
+  (void)!::write(STDERR_FILENO, text.data(), text.size());
+}
+
+// Sleeps until `until` (at most a second), or throws LaunchError (128+signal) for SIGINT, SIGTERM
+// or SIGHUP: main() blocked them, so they wait here as pending signals and nothing has started.
+void pause_for_next_run(SteadyTime until) {
+  const sigset_t signals = supervisor_signals();
+  for (;;) {
+    const auto left = until - std::chrono::steady_clock::now();
+    if (left <= SteadyTime::duration::zero()) return;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const timespec wait{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    const int sig = ::sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+      throw LaunchError(fmt::format("ringrun: elastic: {} while waiting for --min-np slots; no process started",
+                                    ::sigabbrev_np(sig) ? fmt::format("SIG{}", ::sigabbrev_np(sig)) : "a signal"),
+                        128 + sig);
+  }
+}
+
+}  // namespace
+
+int wait_for_start_slots(const std::string& script, int slots_per_host, const std::string& self, int min_np,
+                         double timeout_s) {
+  int found = first_discovered_slots(run_discovery_script(script), script, slots_per_host, self);
+  if (found >= min_np) return found;
+  const std::string origin = fmt::format("--host-discovery-script '{}'", script);
+  tell(fmt::format("ringrun: elastic: {} offers {} slot{} of this host, fewer than the {} the job starts with "
+                   "(--min-np, else -np); waiting up to {} s (--elastic-timeout) for more",
+                   origin, found, found == 1 ? "" : "s", min_np, timeout_s));
+  const SteadyTime give_up = std::chrono::steady_clock::now() +
+                             std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(timeout_s));
+  bool failing = false;
+  while (found < min_np) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (now >= give_up)
+      throw LaunchError(fmt::format("ringrun: elastic: {}; no process started",
+                                    elastic_timeout_message(found, min_np, timeout_s)),
+                        1);
+    pause_for_next_run(std::min(give_up, now + std::chrono::seconds(1)));
+    const DiscoveryResult result = run_discovery_script(script);
+    try {
+      if (!result.ok) throw InputError(result.error);
+      // Other hosts are left out, as in later runs; the first run refused them.
+      found = split_local_hosts(parse_discovered_hosts(result.output, slots_per_host, origin), self).slots;
+      failing = false;
+    } catch (const InputError& e) {
+      if (!failing) tell(fmt::format("ringrun: elastic: {} failed ({}); retrying every second", origin, e.what()));
+      failing = true;
+    }
+  }
+  return found;
+}
+
+}  // namespace ringrun

@@ -1,0 +1,523 @@
+#include <ringrun/launch.hpp>
+
+#include "backend/backend.hpp"
+#include "common/subprocess.hpp"
+#include "doctor/doctor.hpp"
+#include "elastic/discovery.hpp"
+#include "elastic/job.hpp"
+#include "facts/cache.hpp"
+#include "facts/interface_probe.hpp"
+#include "facts/python_package.hpp"
+#include "facts/srun.hpp"
+#include "launch/mpi_programs.hpp"
+
+#include <ringrun/environment_variables.hpp>
+#include <ringrun/slurm.hpp>
+#include <ringrun/store.hpp>
+#include <ringrun/topology_cache.hpp>
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace ringrun {
+namespace {
+
+std::string local_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+bool is_local_host(const std::string& host, const std::string& self) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1" || host == self) return true;
+  auto dot = self.find('.');
+  return dot != std::string::npos && host == self.substr(0, dot);
+}
+
+std::string job_secret() {
+  unsigned char bytes[32];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw LaunchError(fmt::format("ringrun: getrandom: {}", std::strerror(errno)), 1);
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+// A port that was free a moment ago on this host (torchrun's --rdzv-endpoint=localhost:0 idea).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof addr;
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+Allocation gather_allocation(const Invocation& inv, const Environment& env, const std::string& self) {
+  if (inv.hosts) return parse_hosts_flag(*inv.hosts);
+  if (inv.hostfile) {
+    std::ifstream in(*inv.hostfile);
+    if (!in)
+      throw InputError(fmt::format("--hostfile '{}' : cannot read it: {}", *inv.hostfile, std::strerror(errno)));
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_hostfile(text.str(), *inv.hostfile);
+  }
+  if (inv.job_id) return allocation_from_job(*inv.job_id);
+  if (auto slurm = allocation_from_environment(env)) return *slurm;
+  Allocation local;
+  local.source = AllocationSource::local;
+  local.hosts.push_back(HostSlots{self, 0, {}});
+  return local;
+}
+
+LauncherKind resolve_launcher(LauncherKind requested, const Allocation& alloc, const std::string& self) {
+  bool all_local = true;
+  for (const auto& h : alloc.hosts) all_local = all_local && is_local_host(h.name, self);
+  if (requested == LauncherKind::local && !all_local) {
+    for (const auto& h : alloc.hosts)
+      if (!is_local_host(h.name, self))
+        throw InputError(fmt::format("--launcher local starts ranks on this host only, but host '{}' is not this "
+                                     "host ({}); use --launcher mpirun or srun",
+                                     h.name, self));
+  }
+  if (requested != LauncherKind::automatic) return requested;
+  if (alloc.source == AllocationSource::slurm_env || alloc.source == AllocationSource::slurm_job)
+    return LauncherKind::srun;
+  return all_local ? LauncherKind::local : LauncherKind::mpirun;
+}
+
+// The MPI plugins srun offers (`srun --mpi=list`, asked without a shell); empty when srun is
+// absent or gives no answer within kSrunMpiListTimeout.
+std::vector<std::string> srun_mpi_plugins(const Environment& env) {
+  std::string srun;
+  try {
+    srun = resolve_program("srun", search_path(env));
+  } catch (const LaunchError&) {
+    return {};
+  }
+  auto result = run_program({srun, {srun, "--mpi=list"}, std::nullopt, kSrunMpiListTimeout, ErrorOutput::captured});
+  if (!result || result->timed_out) return {};
+  return parse_srun_mpi_list(result->output);
+}
+
+// The sysfs tree NCCL facts are read from: RINGRUN_SYSFS_ROOT (tests' fixture trees), else /sys.
+std::string sysfs_root(const Environment& env) {
+  auto it = env.find(variables::kSysfsRoot.name);
+  return it != env.end() && !it->second.empty() ? it->second : "/sys";
+}
+
+// This host's interfaces: the names in /sys/class/net, with IFF_UP and IPv4 addresses from
+// getifaddrs. An address in 169.254.0.0/16 (link-local) does not count as one.
+std::vector<NetworkInterface> host_interfaces() {
+  std::map<std::string, NetworkInterface> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    const std::string name = entry.path().filename().string();
+    found[name].name = name;
+  }
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* a = list; a; a = a->ifa_next) {
+      if (!a->ifa_name) continue;
+      NetworkInterface& i = found[a->ifa_name];
+      i.name = a->ifa_name;
+      i.up = i.up || (a->ifa_flags & IFF_UP) != 0;
+      if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+        const uint32_t address = ntohl(in->sin_addr.s_addr);
+        if ((address >> 16) != 0xa9fe) i.has_ipv4 = true;  // 169.254/16
+      }
+    }
+    ::freeifaddrs(list);
+  }
+  std::vector<NetworkInterface> out;
+  for (auto& [name, i] : found) out.push_back(std::move(i));
+  return out;
+}
+
+// The netdevs of the topology's NICs, fabric NICs (what the plan gives ranks) before Ethernet.
+std::vector<std::string> topology_netdevs(const std::optional<topology::Topology>& topo) {
+  std::vector<std::string> fabric, ethernet;
+  if (topo)
+    for (const auto& nic : topo->nics)
+      (nic.kind == "ethernet" ? ethernet : fabric).insert((nic.kind == "ethernet" ? ethernet : fabric).end(),
+                                                          nic.netdevs.begin(), nic.netdevs.end());
+  fabric.insert(fabric.end(), ethernet.begin(), ethernet.end());
+  return fabric;
+}
+
+// The first world and the plan's slots with --host-discovery-script.
+struct DiscoveredStart {
+  int start_np = 0;  // the first world's ranks: -np, else the script's slots up to --max-np
+  int slots = 0;     // the plan's: every slot the job may grow into (--max-np, else the larger count)
+};
+
+// The script's first runs, before anything is planned: they size the plan (a slot the job grows
+// into needs its pinning from the plan); fewer slots than --min-np wait up to --elastic-timeout.
+DiscoveredStart discovered_start(const Invocation& inv, const std::string& self) {
+  const ElasticOptions& e = inv.elastic;
+  const int min_np = e.min_np.value_or(inv.launch.num_proc.value_or(1));
+  const int found =
+      wait_for_start_slots(*e.discovery_script, e.slots_per_host.value_or(0), self, min_np, e.elastic_timeout_s);
+  DiscoveredStart start;
+  start.start_np = std::min(found, inv.launch.num_proc ? *inv.launch.num_proc : e.max_np.value_or(found));
+  start.slots = e.max_np.value_or(std::max(found, inv.launch.num_proc.value_or(0)));
+  return start;
+}
+
+// Elastic mode starts its processes itself: on this host, or inside a SLURM allocation one srun
+// step per process, following the job's node list.
+void require_elastic_launcher(const Invocation& inv, LauncherKind launcher, const Allocation& alloc) {
+  if (launcher == LauncherKind::local) return;
+  const bool named_hosts = alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile;
+  const bool fits = (launcher == LauncherKind::srun && alloc.source == AllocationSource::slurm_env) ||
+                    (launcher == LauncherKind::mpirun && named_hosts);
+  if (!fits)
+    throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation "
+                                 "(sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would "
+                                 "start its ranks with {}; use --launcher local, srun inside an allocation, or mpirun "
+                                 "with -H",
+                                 to_string(launcher)));
+  if (inv.elastic.discovery_script)
+    throw InputError(fmt::format("--host-discovery-script '{}' : with {} elastic mode follows {}; leave the script "
+                                 "out, or run with --launcher local",
+                                 *inv.elastic.discovery_script, named_hosts ? "-H/--hostfile hosts" : "an allocation",
+                                 named_hosts ? "the hosts named at the start" : "the job's own nodes (squeue)"));
+}
+
+// Inside a SLURM allocation: the job's nodes as squeue has them now (a DOWN node leaves the list;
+// SLURM_JOB_NODELIST never changes), one name per line, then a line `---` and those of them an
+// administrator drains (sinfo), which Slurm leaves in the job (ElasticConfig::allocation_discovery).
+// Empty output is a failure, not "no nodes": scontrol would fall back to SLURM_JOB_NODELIST.
+std::string allocation_node_query(const Environment& env) {
+  auto job = env.find("SLURM_JOB_ID");
+  return fmt::format("l=$(squeue -h -j {} -o %N) && [ -n \"$l\" ] && d=$(sinfo -h -N -n \"$l\" -t drain -o %N) && "
+                     "scontrol show hostnames \"$l\" && echo --- && echo \"$d\" | sort -u",
+                     job == env.end() ? "\"$SLURM_JOB_ID\"" : job->second);
+}
+
+// The coordinator's settings for a plan of this host's slots (without a script, -np = the slots).
+ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_np, const std::string& self,
+                             const Environment& plan_env) {
+  const ElasticOptions& e = inv.elastic;
+  ElasticConfig config;
+  for (const RankSlot& r : plan.ranks) {
+    if (config.hosts.empty() || config.hosts.back().name != r.host) config.hosts.push_back(HostSlots{r.host, 0, {}});
+    ++config.hosts.back().slots;
+  }
+  const int slots = config.capacity();
+  config.start_np = start_np > 0 ? std::min(start_np, slots) : slots;
+  config.min_np = std::min(e.min_np.value_or(config.start_np), config.start_np);
+  if (e.discovery_script) {
+    config.discovery_script = *e.discovery_script;
+    config.slots_per_host = e.slots_per_host.value_or(0);
+    config.self = self;
+  }
+  if (plan.launcher == LauncherKind::srun) {
+    config.discovery_script = allocation_node_query(plan_env);
+    config.allocation_discovery = true;
+    config.new_host_slots = config.hosts.front().slots;  // a node the job gains: as the first
+    config.self = self;
+  }
+  config.max_np = e.max_np;
+  config.reset_limit = e.reset_limit;
+  if (e.cooldown_min_s) config.cooldown = CooldownRange{*e.cooldown_min_s, *e.cooldown_max_s};
+  config.elastic_timeout_s = e.elastic_timeout_s;
+  config.grace_period_s = inv.supervisor.grace_period_s;
+  config.seed = std::hash<std::string>{}(plan.ranks.front().env.value_of(variables::kJobSecret.name).value_or(""));
+  return config;
+}
+
+}  // namespace
+
+Environment environment_from(char** envp) {
+  Environment env;
+  for (char** e = envp; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return env;
+}
+
+int show_topology(const Invocation& inv, const Environment& env) {
+  topology::Topology topo = inv.topology_file ? topology::load_xml(*inv.topology_file) : topology::load_live();
+  std::optional<std::vector<topology::LocalSlot>> slots;
+  if (inv.launch.num_proc) {
+    try {
+      slots = topology::plan_node(topo, *inv.launch.num_proc, inv.launch.node);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(fmt::format("-np {} : {}", *inv.launch.num_proc, e.what()));
+    }
+    // Report the RoCE GID index NCCL would use on each slot's HCA port.
+    const auto gid_indexes = topology::roce_gid_indexes(sysfs_root(env), topo);
+    for (auto& slot : *slots) {
+      auto hca = slot.env.find("NCCL_IB_HCA");
+      if (hca == slot.env.end()) continue;
+      if (auto it = gid_indexes.find(hca->second.substr(1)); it != gid_indexes.end()) slot.roce_gid_index = it->second;
+    }
+  }
+  std::cout << (inv.json ? topology::topology_to_json(topo, slots ? &*slots : nullptr)
+                         : topology::render_topology_table(topo, slots ? &*slots : nullptr));
+  return 0;
+}
+
+int show_template(const Invocation& inv) {
+  TemplateParams params;
+  if (inv.template_nodes > 0) params.nodes = inv.template_nodes;
+  params.gpus_per_node = inv.template_gpus_per_node;
+  params.time = inv.template_time;
+  if (!inv.launch.program.empty()) params.program = inv.launch.program;
+  std::cout << render_template(inv.template_name, params);
+  return 0;
+}
+
+namespace {
+
+// The launcher for this job, and what choosing it had to say.
+struct LauncherChoice {
+  LauncherKind kind = LauncherKind::local;
+  bool mpi_on_this_host = false;  // an MPI program on this host alone, under mpirun
+  std::vector<std::string> notes, warnings;
+};
+
+LauncherChoice choose_launcher(const Invocation& inv, const Environment& env, const Allocation& alloc,
+                               const std::string& self) {
+  LauncherChoice choice;
+  choice.kind = resolve_launcher(inv.launch.launcher, alloc, self);
+  // An MPI program on this host alone goes under mpirun, which makes its ranks one MPI world.
+  // Elastic mode starts its processes itself: an MPI program stays on the local launcher there.
+  if (inv.launch.launcher == LauncherKind::automatic && choice.kind == LauncherKind::local && !inv.elastic.enabled()) {
+    choice.kind = launcher_for_mpi_program(choice.kind, inv.launch.program, env, choice.notes, choice.warnings);
+    choice.mpi_on_this_host = choice.kind == LauncherKind::mpirun;
+  }
+  if (inv.elastic.enabled()) require_elastic_launcher(inv, choice.kind, alloc);
+  // Every host named before anything starts on one (mpirun's ssh would report them one by one).
+  if (!inv.dry_run && choice.kind == LauncherKind::mpirun &&
+      (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile)) {
+    std::vector<std::string> remote;
+    for (const auto& h : alloc.hosts)
+      if (!is_local_host(h.name, self)) remote.push_back(h.name);
+    require_resolvable_hosts(remote, inv.hosts ? fmt::format("-H '{}'", *inv.hosts)
+                                               : fmt::format("--hostfile '{}'", inv.hostfile.value_or("")),
+                             env);
+  }
+  return choice;
+}
+
+// -np when not given: the discovery script's slots (elastic), --min-np on this host, else the
+// allocation's slots or this host's GPUs. Returns the elastic start count (0: the plan's -np).
+int settle_num_proc(const Invocation& inv, const std::string& self, const std::optional<topology::Topology>& topo,
+                    Allocation& alloc, LaunchOptions& options) {
+  int elastic_start_np = 0;
+  if (inv.elastic.discovery_script && !inv.dry_run) {
+    const DiscoveredStart start = discovered_start(inv, self);
+    elastic_start_np = start.start_np;
+    options.num_proc = start.slots;
+  }
+  // horovodrun's default: a job on this host starts with --min-np.
+  if (!options.num_proc && inv.elastic.min_np && options.launcher == LauncherKind::local) {
+    options.num_proc = inv.elastic.min_np;
+  }
+  if (!options.num_proc) {
+    int gpus = 0;
+    if (topo) gpus = static_cast<int>(topology::usable_gpu_count(*topo, options.node));
+    options.num_proc = default_num_proc(alloc, gpus);
+    // Elastic mode without -np or --min-np: start with the usual count, at most --max-np.
+    if (inv.elastic.max_np) options.num_proc = std::min(*options.num_proc, *inv.elastic.max_np);
+  }
+  if (alloc.source == AllocationSource::local) alloc.hosts[0].slots = *options.num_proc;
+  if (inv.elastic.min_np && *options.num_proc < *inv.elastic.min_np)
+    throw InputError(fmt::format("--min-np {} : the job has {} slots (-np, else the allocation's); give at least {} "
+                                 "or lower --min-np",
+                                 *inv.elastic.min_np, *options.num_proc, *inv.elastic.min_np));
+  return elastic_start_np;
+}
+
+// The interface the ranks use. Several hosts: the one all of them share, from one probe step over
+// the nodes (not in a dry run, which starts nothing; not for a job named by --jobid, whose nodes
+// srun cannot reach from here without it); else this host's.
+void choose_interface(const Invocation& inv, const LaunchOptions& options, const Environment& env,
+                      const std::optional<topology::Topology>& topo, PlanInputs& in) {
+  if (options.network_interface) return;
+  const Allocation& allocation = in.allocation;
+  if (!inv.dry_run && options.launcher != LauncherKind::local && allocation.hosts.size() > 1 &&
+      allocation.source != AllocationSource::slurm_job) {
+    std::vector<std::string> names;
+    for (const auto& h : allocation.hosts) names.push_back(h.name);
+    auto shared = netprobe::probe_shared_interface(names, allocation.source == AllocationSource::slurm_env, env, inv.verbose);
+    if (shared.name) in.chosen_interface = InterfaceChoice{*shared.name, shared.reason};
+  } else {
+    in.chosen_interface = choose_network_interface(host_interfaces(), topology_netdevs(topo));
+  }
+}
+
+// The rendezvous store lives in ringrun for the whole job, listening only where ranks reach it:
+// loopback for a local job, the chosen interface's address otherwise (every address only when
+// no interface is known). A dry run only names a port.
+struct StoreEndpoint {
+  std::unique_ptr<store::Server> server;
+  std::optional<std::string> ip;  // this host's address on the chosen interface
+  int port = 0;
+};
+
+StoreEndpoint open_store(const Invocation& inv, const LaunchOptions& options, PlanInputs& in, bool single_local,
+                         const std::string& self) {
+  StoreEndpoint store;
+  // Ranks on other nodes reach the store at this host's address on the chosen interface (a name
+  // need not resolve there); without one, at this host's name.
+  if (!single_local && (options.network_interface || in.chosen_interface))
+    store.ip = netprobe::local_ipv4_of(options.network_interface ? *options.network_interface : in.chosen_interface->name);
+  if (inv.dry_run) {
+    store.port = free_port();
+  } else {
+    store.server = std::make_unique<store::Server>(single_local ? "127.0.0.1" : store.ip.value_or("0.0.0.0"), 0,
+                                                   in.job_secret);
+    store.port = store.server->port();
+  }
+  in.store_addr = fmt::format("{}:{}", single_local ? "127.0.0.1" : store.ip.value_or(self), store.port);
+  return store;
+}
+
+// The plan's warnings (and with --verbose its notes and table); for a dry run the plan itself.
+void show_plan(const Invocation& inv, const Plan& plan) {
+  for (const std::string& warning : plan.warnings) std::cerr << warning << '\n';
+  if (inv.verbose)
+    for (const std::string& note : plan.notes) std::cerr << note << '\n';
+  if (inv.dry_run) {
+    if (!inv.json) std::cout << "command: " << netprobe::shell_words(plan.command) << '\n';
+    if (inv.json) write_plan_json(plan, std::cout);
+    else std::cout << plan_to_table(plan) << std::flush;
+  } else if (inv.verbose) {
+    std::cerr << fmt::format("ringrun: {} ranks on {} host(s) with the {} launcher\n", plan.world_size,
+                             plan.hosts.size(), to_string(plan.launcher))
+              << "ringrun: command: " << netprobe::shell_words(plan.command) << '\n'
+              << plan_to_table(plan);
+  }
+}
+
+// Starts the plan's processes and supervises them to the end: ringrun's exit status.
+int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Backend& backend,
+             const LauncherChoice& choice, const StoreEndpoint& store, const std::string& job_secret,
+             int elastic_start_np, const std::string& self) {
+  if (inv.elastic.enabled()) {
+    // One process per slot; the store is the one run_invocation owns.
+    AddedHostSlots added_host;
+    if (plan.launcher == LauncherKind::srun)
+      added_host = [&backend, &env](const std::string& host, int slots, int first_slot) {
+        return backend.elastic_added_host(host, slots, first_slot, env);
+      };
+    return run_elastic(backend.elastic_slots(plan, env), elastic_config(inv, plan, elastic_start_np, self, env),
+                       inv.supervisor,
+                       ElasticStoreAddress{store.ip.value_or("127.0.0.1"), static_cast<std::uint16_t>(store.port),
+                                           job_secret},
+                       std::move(added_host));
+  }
+  std::vector<ProcessSpec> processes = backend.processes(plan, env);
+  // A local job of MPI singletons is said once, after the summary, never silently; not twice
+  // when the missing-mpirun warning said it before the start.
+  std::unique_ptr<SingletonWatch> singletons;
+  if (plan.launcher == LauncherKind::local && choice.warnings.empty()) singletons = SingletonWatch::start(processes, env);
+  if (singletons) singletons->apply(processes);
+  const int status = supervise(processes, inv.supervisor);
+  if (singletons && singletons->mpi_initialized()) std::cerr << kSingletonHint << '\n';
+  return status;
+}
+
+}  // namespace
+
+int run_invocation(const Invocation& inv, const Environment& env) {
+  if (inv.command == Command::topo) return show_topology(inv, env);
+  if (inv.command == Command::template_) return show_template(inv);
+  if (inv.command == Command::check_build) return run_check_build(env);
+  if (inv.command == Command::doctor)
+    return run_doctor(env, DoctorOptions{inv.json, inv.doctor_all_nodes, inv.doctor_report,
+                                         inv.launch.network_interface});
+  const std::string self = local_hostname();
+  Allocation alloc = gather_allocation(inv, env, self);
+  LaunchOptions options = inv.launch;
+  const LauncherChoice choice = choose_launcher(inv, env, alloc, self);
+  options.launcher = choice.kind;
+
+  // The topology: a given XML file stands for every host; otherwise this host's own, which the
+  // local backend needs for pinning (remote hosts are planned by their own task shim).
+  std::optional<topology::Topology> topo;
+  if (inv.topology_file) topo = topology::load_xml(*inv.topology_file);
+  // The per-node cache: a live load scans PCI, which on a VM costs more than starting the ranks.
+  else if (options.launcher == LauncherKind::local || choice.mpi_on_this_host) topo = topology::load_live_cached();
+
+  // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
+  // allows.
+  inherit_visible_gpus(env, options.node);
+  const int elastic_start_np = settle_num_proc(inv, self, topo, alloc, options);
+
+  PlanInputs in;
+  in.allocation = std::move(alloc);  // a 4,096-host allocation is not worth a copy
+  in.launcher_env = env;
+  const bool single_local = options.launcher == LauncherKind::local || choice.mpi_on_this_host;
+  in.master_addr = single_local ? "127.0.0.1" : in.allocation.hosts.front().name;
+  in.master_port = free_port();
+  in.job_secret = inv.dry_run ? std::string(64, '0') : job_secret();
+  if (topo) {
+    // Every host is planned from this one topology: one layout per ranks-per-host count (a
+    // 4,096-node plan would otherwise lay out the same node 4,096 times).
+    auto layouts = std::make_shared<std::map<int, std::vector<topology::LocalSlot>>>();
+    in.node_layout = [&topo, &options, layouts](std::size_t, int local_size) {
+      auto it = layouts->find(local_size);
+      if (it == layouts->end()) it = layouts->emplace(local_size, topology::plan_node(*topo, local_size, options.node)).first;
+      return it->second;
+    };
+  }
+  // NCCL facts of this host (the task shims find their own node's).
+  in.nccl_version = cached_nccl_version(env);
+  in.python_package_dir = find_python_package_dir(executable_dir());
+  if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
+  choose_interface(inv, options, env, topo, in);
+
+  std::unique_ptr<Backend> backend = make_backend(options.launcher);
+  if (options.launcher == LauncherKind::srun && options.srun_mpi == "auto")
+    options.srun_mpi_plugins = cached_srun_mpi_plugins(env, [&env] { return srun_mpi_plugins(env); });
+  const StoreEndpoint store = open_store(inv, options, in, single_local, self);
+
+  Plan plan = make_plan(in, options);
+  plan.launcher = options.launcher;
+  plan.command = backend->command(plan, options, env);
+  plan.warnings.insert(plan.warnings.end(), choice.warnings.begin(), choice.warnings.end());
+  plan.notes.insert(plan.notes.end(), choice.notes.begin(), choice.notes.end());
+  show_plan(inv, plan);
+  if (inv.dry_run) return 0;
+  return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start_np, self);
+}
+
+}  // namespace ringrun

@@ -1,0 +1,125 @@
+// The supervisors' shared parts (supervisor/parts.hpp).
+#include "supervisor/parts.hpp"
+
+#include <ringrun/environment_variables.hpp>
+#include <ringrun/topology.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <pthread.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string_view>
+#include <vector>
+
+namespace ringrun {
+namespace {
+
+std::vector<char*> c_strings(const std::vector<std::string>& items) {
+  std::vector<char*> out;
+  out.reserve(items.size() + 1);
+  for (const auto& s : items) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// The mask the process started with: children get it back before exec.
+sigset_t g_original_mask;
+bool g_signals_blocked = false;
+
+}  // namespace
+
+RankLaunch rank_launch(const ProcessSpec& spec, const sigset_t& exec_mask, pid_t parent) {
+  RankLaunch launch;
+  launch.executable = spec.executable;
+  launch.argv = c_strings(spec.argv);
+  launch.envp = c_strings(spec.env);
+  launch.exec_mask = exec_mask;
+  launch.parent = parent;
+  CPU_ZERO(&launch.cpus);
+  for (unsigned c : spec.cpus)
+    if (c < CPU_SETSIZE) CPU_SET(c, &launch.cpus);
+  launch.bind_cpus = !spec.cpus.empty();
+  constexpr unsigned kBitsPerWord = 8 * sizeof(unsigned long);
+  for (const std::string& entry : spec.env) {
+    static constexpr std::string_view kNodes = variables::kMemBindNodes.name;
+    if (!entry.starts_with(kNodes) || entry.size() == kNodes.size() || entry[kNodes.size()] != '=') continue;
+    std::vector<unsigned> nodes;
+    try {
+      nodes = topology::parse_cpulist(entry.substr(kNodes.size() + 1));
+    } catch (const std::invalid_argument& e) {
+      throw LaunchError(fmt::format("ringrun: rank {}: {}", spec.rank, e.what()), 2);
+    }
+    for (unsigned node : nodes) {
+      if (node >= kMaxNumaNodes)
+        throw LaunchError(fmt::format("ringrun: rank {}: NUMA node {} is beyond the {} this build binds to; run "
+                                      "with --mem-bind none",
+                                      spec.rank, node, kMaxNumaNodes),
+                          2);
+      launch.numa_mask[node / kBitsPerWord] |= 1UL << (node % kBitsPerWord);
+      launch.bind_memory = true;
+    }
+  }
+  return launch;
+}
+
+LaunchError spawn_error(const ProcessSpec& spec, const SpawnFailure& failure) {
+  const char* error = std::strerror(failure.error);
+  switch (failure.step) {
+    case SpawnFailure::affinity:
+      return LaunchError(fmt::format("ringrun: rank {}: cannot bind to cpus {}: {}; run with --bind none to skip "
+                                     "binding",
+                                     spec.rank, topology::format_cpulist(spec.cpus), error),
+                         1);
+    case SpawnFailure::memory_binding:
+      return LaunchError(fmt::format("ringrun: rank {}: cannot bind memory to its NUMA node(s) (set_mempolicy "
+                                     "MPOL_BIND): {}; run with --mem-bind none",
+                                     spec.rank, error),
+                         1);
+    default:
+      return LaunchError(fmt::format("ringrun: cannot execute '{}' for rank {}: {}", spec.argv[0], spec.rank, error),
+                         127);
+  }
+}
+
+sigset_t supervisor_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
+  return set;
+}
+
+sigset_t exec_signal_mask(const sigset_t& current) { return g_signals_blocked ? g_original_mask : current; }
+
+SignalRoute::SignalRoute() {
+  sigset_t handled = supervisor_signals(), previous;
+  ::pthread_sigmask(SIG_BLOCK, &handled, &previous);
+  exec_mask_ = exec_signal_mask(previous);
+  fd_ = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd_ < 0) {
+    const int e = errno;
+    ::pthread_sigmask(SIG_SETMASK, &exec_mask_, nullptr);
+    throw LaunchError(fmt::format("ringrun: signalfd: {}", std::strerror(e)), 1);
+  }
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+}
+
+SignalRoute::~SignalRoute() {
+  ::close(fd_);
+  ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &exec_mask_, nullptr);
+}
+
+void block_supervisor_signals() {
+  sigset_t set = supervisor_signals();
+  ::pthread_sigmask(SIG_BLOCK, &set, &g_original_mask);
+  g_signals_blocked = true;
+}
+
+}  // namespace ringrun

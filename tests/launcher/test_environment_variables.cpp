@@ -1,0 +1,92 @@
+// The environment contract's one table (ringrun/environment_variables.hpp) against ringrun(1)'s
+// ENVIRONMENT section, and the lists the launcher derives from it.
+#include <ringrun/environment_variables.hpp>
+#include <ringrun/rank_environment.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+using namespace ringrun;
+
+namespace {
+
+// The text of a man page's ENVIRONMENT section (up to the next .SH).
+std::string environment_section(const std::string& page) {
+  std::ifstream in(std::string(RINGRUN_SOURCE_DIR) + "/man/" + page);
+  REQUIRE_MESSAGE(in, "cannot read man/" << page);
+  std::string line, section;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with(".SH ")) inside = line == ".SH ENVIRONMENT";
+    else if (inside) section += line + "\n";
+  }
+  REQUIRE_MESSAGE(!section.empty(), "man/" << page << " has no ENVIRONMENT section");
+  return section;
+}
+
+// The words of `text` that look like variable names: upper case, digits and underscores.
+std::set<std::string> variable_words(const std::string& text) {
+  static const std::regex word("[A-Z][A-Z0-9_]*[A-Z0-9]");
+  std::set<std::string> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator(); ++it)
+    out.insert(it->str());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ringrun(1) documents every variable the table marks documented") {
+  const std::set<std::string> words = variable_words(environment_section("ringrun.1"));
+  for (const variables::Variable* v : variables::kAll)
+    if (v->documented)
+      CHECK_MESSAGE(words.count(v->name), std::string(v->name) << " is missing from man/ringrun.1's ENVIRONMENT");
+}
+
+TEST_CASE("the man pages name no RINGRUN_ variable the table lacks") {
+  for (const char* page : {"ringrun.1", "ringrun.3"})
+    for (const std::string& word : variable_words(environment_section(page)))
+      if (word.starts_with(variables::kPrefix))
+        CHECK_MESSAGE(variables::find(word), "man/" << page << " names " << word << ", which the table lacks");
+}
+
+TEST_CASE("the table names each variable once, with a meaning") {
+  std::set<std::string> names;
+  for (const variables::Variable* v : variables::kAll) {
+    CHECK_MESSAGE(names.insert(v->name).second, std::string(v->name) << " is in the table twice");
+    CHECK_MESSAGE(std::string(v->meaning).size() > 0, std::string(v->name) << " has no meaning");
+    CHECK(variables::find(v->name) == v);
+  }
+  CHECK_FALSE(variables::find("RINGRUN_NO_SUCH_VARIABLE"));
+}
+
+TEST_CASE("a variable's value travels under every name that carries it") {
+  // The identity names the plan renders per rank: derived from the table, sorted by name.
+  std::set<std::string> identity;
+  std::string previous;
+  for (const IdentityVariable& v : kIdentityVariablesByName) {
+    CHECK(previous < v.name);
+    previous = v.name;
+    identity.insert(v.name);
+  }
+  CHECK(identity == std::set<std::string>{"GROUP_RANK", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
+                                          "HOROVOD_HOSTNAME", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
+                                          "HOROVOD_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK",
+                                          "RINGRUN_CROSS_RANK", "RINGRUN_CROSS_SIZE", "RINGRUN_HOSTNAME",
+                                          "RINGRUN_LOCAL_RANK", "RINGRUN_LOCAL_SIZE", "RINGRUN_RANK"});
+  // What the srun and mpirun backends pass to the task shim.
+  std::set<std::string> travel;
+  for (const variables::Variable* v : variables::kAll)
+    if (v->travels) travel.insert(v->name);
+  CHECK(travel == std::set<std::string>{
+                      "HOROVOD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RINGRUN_CACHE_CAPACITY", "RINGRUN_CYCLE_TIME_MS",
+                      "RINGRUN_FUSION_THRESHOLD_MB", "RINGRUN_JOB_SECRET", "RINGRUN_MEM_BIND", "RINGRUN_NCCL_ALGO",
+                      "RINGRUN_NCCL_IB_GID_INDEX", "RINGRUN_NCCL_PROTO", "RINGRUN_NETWORK_INTERFACE", "RINGRUN_SIZE",
+                      "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS",
+                      "RINGRUN_START_TIMEOUT", "RINGRUN_STORE_ADDR", "RINGRUN_TCP", "RINGRUN_TIMELINE_FILENAME",
+                      "RINGRUN_TIMELINE_MARK_CYCLES", "WORLD_SIZE"});
+}
