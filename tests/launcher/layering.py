@@ -6,7 +6,10 @@
    of a lower folder, of the ground, or of a component below the launcher (slurm/, topology/,
    runtime/store/). Nothing includes a higher folder, so no arrow runs back up and no two folders
    form a circle.
-2. No folder of product code holds more than MAX_SOURCE_FILES source files: a folder that grows
+2. The runtime's folders read one way: api -> engine -> comm -> transport | bootstrap -> core
+   (README, Architecture). Every `#include "..."` under runtime/src names a header of a folder its
+   own may use (RUNTIME_USES): core/ uses nothing above it, transport/ and bootstrap/ only core/.
+3. No folder of product code holds more than MAX_SOURCE_FILES source files: a folder that grows
    past it splits by concern into sub-folders (as launcher/src and topology/src/native did).
 
 Usage: layering.py SOURCE_DIR. Prints every breach, one line each, and exits 1 if there is any.
@@ -41,6 +44,17 @@ LAUNCHER_FACES = {
     "launch.hpp": "launch",
 }
 
+# The runtime's folders under runtime/src (a file's folder is its first path part) and the folders
+# each may include from, its own among them.
+RUNTIME_USES = {
+    "core": {"core"},
+    "bootstrap": {"core", "bootstrap"},
+    "transport": {"core", "transport"},
+    "comm": {"core", "bootstrap", "transport", "comm"},
+    "engine": {"core", "comm", "engine"},
+    "api": {"core", "bootstrap", "transport", "comm", "engine", "api"},
+}
+
 # The components below the launcher, whose public headers any launcher file may include.
 COMPONENTS_BELOW = ["slurm/include/ringrun", "topology/include/ringrun", "runtime/store/ringrun"]
 
@@ -52,8 +66,8 @@ SOURCE_SUFFIXES = {".c", ".cpp", ".h", ".hpp"}
 # folder shrinks; never raise one.
 LARGER_FOLDERS = {
     # The engine keeps one file per seam, as Horovod's common/ does (negotiation, response cache,
-    # stall inspector, timeline, ...); its split waits for the runtime's own layering.
-    "runtime/src/engine": 18,
+    # stall inspector, timeline, join, ...).
+    "runtime/src/engine": 17,
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
@@ -116,6 +130,31 @@ def check_includes(root):
     return errors
 
 
+def check_runtime_includes(root):
+    src = root / "runtime" / "src"
+    errors = []
+    for path in sorted(p for p in src.rglob("*") if p.suffix in SOURCE_SUFFIXES):
+        relative = path.relative_to(src)
+        folder = relative.parts[0] if len(relative.parts) > 1 else None
+        name = path.relative_to(root)
+        if folder not in RUNTIME_USES:
+            errors.append(f"{name}: not in a folder of the runtime's layers (layering.py RUNTIME_USES): place it")
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = INCLUDE.match(line)
+            if not match or match.group(1) != '"':
+                continue
+            target = match.group(2)
+            to = target.split("/")[0] if "/" in target else folder
+            if not (src / target).exists() and not (path.parent / target).exists():
+                continue  # a header of another component (the store's, the public ones)
+            if to not in RUNTIME_USES[folder]:
+                errors.append(f"{name}:{number}: {line.strip()}: {folder}/ may include only "
+                              f"{', '.join(sorted(RUNTIME_USES[folder]))} (api -> engine -> comm -> transport | "
+                              "bootstrap -> core)")
+    return errors
+
+
 def check_folder_sizes(root):
     errors = []
     for product in PRODUCT_ROOTS:
@@ -133,11 +172,12 @@ def main():
         print("usage: layering.py SOURCE_DIR", file=sys.stderr)
         return 2
     root = pathlib.Path(sys.argv[1]).resolve()
-    errors = check_includes(root) + check_folder_sizes(root)
+    errors = check_includes(root) + check_runtime_includes(root) + check_folder_sizes(root)
     for error in errors:
         print(error)
     if not errors:
-        print(f"layering: the launcher's {len(LAUNCHER_ORDER)} folders include only downwards; "
+        print(f"layering: the launcher's {len(LAUNCHER_ORDER)} folders and the runtime's {len(RUNTIME_USES)} include "
+              "only downwards; "
               f"no product folder holds more than {MAX_SOURCE_FILES} source files")
     return 1 if errors else 0
 
