@@ -206,6 +206,28 @@ TEST_CASE("plan: the Python package folder goes on every rank's PYTHONPATH") {
   CHECK(make_plan(in, o).ranks[1].env.at("PYTHONPATH") == "/opt/rr/lib/python3/dist-packages");
 }
 
+TEST_CASE("plan: a ringrun pip installed in a virtualenv puts its bin/ first on every rank's PATH") {
+  PlanInputs in = inputs(parse_hosts_flag("n1:2"));
+  in.launcher_env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  CHECK(make_plan(in, options(2)).ranks[0].env.count("PATH") == 0);  // no virtualenv: the launcher's PATH
+
+  in.virtualenv = "/home/u/venv";
+  Plan p = make_plan(in, options(2));
+  for (const RankSlot& r : p.ranks) {
+    CHECK(r.env.at("PATH") == "/home/u/venv/bin:/usr/local/bin:/usr/bin:/bin");
+    CHECK(r.env.at("VIRTUAL_ENV") == "/home/u/venv");
+  }
+  // An activated environment: its bin/ leads PATH already, nothing to add.
+  in.launcher_env["PATH"] = "/home/u/venv/bin:/usr/bin:/bin";
+  CHECK(make_plan(in, options(2)).ranks[1].env.count("PATH") == 0);
+  // -x PATH=...: the environment's bin/ before the user's choice; no PATH at all: the default.
+  LaunchOptions o = options(2);
+  o.env_args = {"PATH=/opt/tools"};
+  CHECK(make_plan(in, o).ranks[0].env.at("PATH") == "/home/u/venv/bin:/opt/tools");
+  in.launcher_env.erase("PATH");
+  CHECK(make_plan(in, options(2)).ranks[0].env.at("PATH") == "/home/u/venv/bin:/usr/bin:/bin");
+}
+
 TEST_CASE("plan: the node layout gives GPU, cpus, NIC and NCCL variables; the user's NCCL_* wins") {
   PlanInputs in = inputs(parse_hosts_flag("n1:2"));
   in.launcher_env = {{"NCCL_IB_HCA", "=mlx5_9:1"}};

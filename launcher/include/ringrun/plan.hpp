@@ -103,6 +103,10 @@ struct PlanInputs {
   // The folder holding the `ringrun` Python package (ringrun.torch) beside this ringrun, found by
   // the caller; every rank's PYTHONPATH gets it (see make_plan). nullopt: a build without it.
   std::optional<std::string> python_package_dir;
+  // The Python virtualenv (its root, holding pyvenv.cfg) this ringrun was installed into by pip,
+  // found by the caller: every rank's PATH then starts with its bin/ and VIRTUAL_ENV names it, so
+  // `ringrun python train.py` runs that environment's python even when it is not activated.
+  std::optional<std::string> virtualenv;
 };
 
 struct RankSlot {

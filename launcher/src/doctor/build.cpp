@@ -35,7 +35,8 @@ std::string api_boxes(const BuildFacts& facts) {
     out += box(false, "C++: " + facts.runtime_library_error);
   }
   const auto [python_ready, python_text] = python_binding_line(facts.python);
-  return out + box(python_ready, python_text);
+  const auto [tensorflow_ready, tensorflow_text] = tensorflow_binding_line(facts.python);
+  return out + box(python_ready, python_text) + box(tensorflow_ready, tensorflow_text);
 }
 
 std::string mpirun_box(const BuildFacts& facts) {

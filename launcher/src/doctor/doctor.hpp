@@ -55,18 +55,25 @@ std::optional<std::string> find_in_path(const Environment& env, const std::strin
 
 // The Python binding (ringrun.torch) beside this executable and the torch it would run with.
 struct PythonBindingFacts {
-  std::optional<std::string> package_dir;  // the folder holding ringrun/ (what ranks get on PYTHONPATH)
+  std::optional<std::string> package_dir;  // the folder holding ringrun/ (beside this ringrun, or where python found it)
   std::string searched;                    // where it was looked for (for the message when not found)
   std::optional<std::string> module;       // the _ringrun*.so in package_dir/ringrun
-  // What `ringrun python3 train.py` runs: python3 on PATH; /usr/bin/python3 when PATH has none.
+  // What `ringrun python3 train.py` runs: the virtualenv's python3 when pip installed ringrun into
+  // one, else python3 on PATH; /usr/bin/python3 when PATH has none.
   std::string interpreter = "/usr/bin/python3";
+  std::optional<std::string> python_version;  // "3.11.7"
   std::optional<std::string> torch_version;  // interpreter imported torch and the binding
   std::string torch_error;  // why not: the error's last line (the exception), or a timeout
+  // torch imports but ringrun.torch does not (a torch outside the supported range, say): why.
+  std::optional<std::string> binding_error;
   // When interpreter failed and is not /usr/bin/python3: torch's version there, if it imports both.
   std::optional<std::string> system_torch_version;
+  // TensorFlow as the same interpreter has it: its version, and ringrun.tensorflow's one-line status.
+  std::optional<std::string> tensorflow_version;
+  std::string tensorflow_status;
 };
 // Finds the package like the launcher does and asks the interpreter (then /usr/bin/python3) to
-// import torch and the binding, as a rank would (20 s each).
+// import torch and the binding, as a rank would (20 s each), and TensorFlow.
 PythonBindingFacts probe_python_binding(const Environment& env);
 
 struct LibraryProbe {
@@ -201,6 +208,7 @@ struct BuildFacts {
 std::string render_check_build(const BuildFacts& facts);
 // check-build's line for the binding: whether it is ready, and its text.
 std::pair<bool, std::string> python_binding_line(const PythonBindingFacts& facts);
+std::pair<bool, std::string> tensorflow_binding_line(const PythonBindingFacts& facts);
 
 // Whether `ompi_info` output shows Open MPI's SLURM support (ras/plm/ess slurm components).
 bool ompi_has_slurm_support(std::string_view ompi_info_output);

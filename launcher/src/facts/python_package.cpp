@@ -16,6 +16,14 @@ std::optional<std::string> find_python_package_dir(const fs::path& bin_dir) {
   return std::nullopt;
 }
 
+std::optional<std::string> find_virtualenv(const fs::path& bin_dir) {
+  if (bin_dir.empty()) return std::nullopt;
+  std::error_code ec;
+  const fs::path root = (bin_dir / "..").lexically_normal();
+  if (fs::is_regular_file(root / "pyvenv.cfg", ec) && bin_dir.filename() == "bin") return root.string();
+  return std::nullopt;
+}
+
 fs::path executable_path() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);

@@ -14,6 +14,10 @@ namespace ringrun {
 // neither (a build without the binding). Normalized, without a trailing slash.
 std::optional<std::string> find_python_package_dir(const std::filesystem::path& bin_dir);
 
+// The Python virtualenv whose bin/ is bin_dir (pip installed ringrun into it: its root holds
+// pyvenv.cfg); nullopt otherwise. Normalized, without a trailing slash.
+std::optional<std::string> find_virtualenv(const std::filesystem::path& bin_dir);
+
 // This executable (/proc/self/exe, symlinks resolved): what ranks and probe steps run as the task
 // shim; "ringrun" (looked up on PATH) when unreadable.
 std::filesystem::path executable_path();

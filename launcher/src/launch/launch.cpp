@@ -502,6 +502,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // NCCL facts of this host (the task shims find their own node's).
   in.nccl_version = cached_nccl_version(env);
   in.python_package_dir = find_python_package_dir(executable_dir());
+  in.virtualenv = find_virtualenv(executable_dir());
   if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
   choose_interface(inv, options, env, topo, in);
 

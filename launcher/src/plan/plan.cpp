@@ -1,5 +1,6 @@
 #include <ringrun/plan.hpp>
 
+#include "common/subprocess.hpp"
 #include "plan/device_env.hpp"
 
 #include <ringrun/environment_variables.hpp>
@@ -207,6 +208,23 @@ std::optional<std::string> rank_python_path(const std::optional<std::string>& pa
   return user_chose ? current + ":" + *package_dir : *package_dir + ":" + current;
 }
 
+// Every rank's PATH when ringrun lives in a virtualenv: its bin/ first, before the user's -x PATH
+// or ringrun's own; nullopt without a virtualenv, or when that PATH starts with it already (an
+// activated environment).
+std::optional<std::string> rank_virtualenv_path(const std::optional<std::string>& virtualenv,
+                                                const std::map<std::string, std::string>& user_env,
+                                                const Environment& launcher_env) {
+  if (!virtualenv) return std::nullopt;
+  const std::string bin = *virtualenv + "/bin";
+  const auto by_user = user_env.find("PATH");
+  const auto inherited = launcher_env.find("PATH");
+  const std::string current = by_user != user_env.end() ? by_user->second
+                              : inherited != launcher_env.end() ? inherited->second
+                                                                : std::string(kDefaultPath);
+  if (current == bin || starts_with(current, bin + ":")) return std::nullopt;
+  return bin + ":" + current;
+}
+
 }  // namespace
 
 std::optional<InterfaceChoice> choose_network_interface(const std::vector<NetworkInterface>& interfaces,
@@ -294,6 +312,7 @@ struct PlanContext {
   bool pass_interface = false;
   bool old_nccl = false;
   std::optional<std::string> python_path;
+  std::optional<std::string> virtualenv_path;
 
   bool user_sets(const std::string& name) const {
     return user_env.count(name) > 0 || in.launcher_env.count(name) > 0;
@@ -390,6 +409,10 @@ SharedEnvironment shared_environment(const PlanContext& c, const Plan& plan) {
   if (opt.nccl.ib_gid_index) over[variables::kNcclIbGidIndex.name] = *opt.nccl.ib_gid_index;
   for (const auto& [k, v] : c.user_env) over[k] = v;
   if (c.python_path) over["PYTHONPATH"] = *c.python_path;
+  if (c.virtualenv_path) {
+    over["PATH"] = *c.virtualenv_path;
+    over["VIRTUAL_ENV"] = *c.in.virtualenv;
+  }
   for (const auto& [k, v] : over) env.erase(k);
   return shared;
 }
@@ -569,6 +592,7 @@ Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
   plan.notes = interface_notes(c, plan.launcher);
   c.old_nccl = in.nccl_version && *in.nccl_version < nccl_version_code(2, 21, 0);
   c.python_path = rank_python_path(in.python_package_dir, c.user_env, in.launcher_env);
+  c.virtualenv_path = rank_virtualenv_path(in.virtualenv, c.user_env, in.launcher_env);
   PlanState state;
   state.shared = std::make_shared<const SharedEnvironment>(shared_environment(c, plan));
 

@@ -177,6 +177,7 @@ RankSlot plan_own_slot(const Environment& env, const TaskIdentity& id, const Tas
   in.nccl_version = cached_nccl_version(env);
   // The task shim is the launcher's own executable: the same package folder, found on this node.
   in.python_package_dir = find_python_package_dir(executable_dir());
+  in.virtualenv = find_virtualenv(executable_dir());
   in.roce_gid_indexes = topology::roce_gid_indexes(value_or(variables::kSysfsRoot.name, "/sys"), topo);
   in.node_layout = [&](std::size_t host, int local_size) {
     if (host == layout.own_host) return topology::plan_node(topo, local_size, options.node);

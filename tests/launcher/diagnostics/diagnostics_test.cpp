@@ -258,8 +258,9 @@ TEST_CASE("check-build and doctor: the Python binding, its module and torch, eac
   facts.torch_error = "ModuleNotFoundError: No module named 'torch'";
   auto [ready, line] = python_binding_line(facts);
   CHECK_FALSE(ready);
-  CHECK(line == "Python binding: the ringrun package is not in /opt/rr/python or /opt/rr/lib/python3/dist-packages "
-                "(build with python3-dev and pybind11-dev installed (the ringrun_python target), or install ringrun)");
+  CHECK(line == "Python binding: the ringrun package is not in /opt/rr/python or /opt/rr/lib/python3/dist-packages, "
+                "nor importable by /usr/bin/python3 (pip install . into the environment that runs the ranks, or build "
+                "with python3-dev and pybind11-dev installed (the ringrun_python target))");
   CHECK(check_python_binding(facts).status == Status::warn);
 
   facts.package_dir = "/opt/rr/lib/python3/dist-packages";
@@ -289,8 +290,8 @@ TEST_CASE("check-build and doctor: the Python binding, its module and torch, eac
                      "for /root/.pyenv/shims/python3");
   facts.system_torch_version.reset();
   CHECK(check_python_binding(facts).fix ==
-        "install torch for /root/.pyenv/shims/python3, or start the ranks with /usr/bin/python3 after apt-get install "
-        "python3-torch");
+        "install torch for /root/.pyenv/shims/python3 (pip install torch), or start the ranks with /usr/bin/python3 "
+        "after apt-get install python3-torch");
 
   facts.torch_version = "2.11.0";
   std::tie(ready, line) = python_binding_line(facts);
@@ -298,6 +299,29 @@ TEST_CASE("check-build and doctor: the Python binding, its module and torch, eac
   CHECK(line == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages (torch 2.11.0, "
                 "/root/.pyenv/shims/python3)");
   CHECK(check_python_binding(facts).status == Status::pass);
+  facts.python_version = "3.11.7";
+  CHECK(python_binding_line(facts).second == "Python binding: ringrun.torch in /opt/rr/lib/python3/dist-packages "
+                                             "(torch 2.11.0, Python 3.11.7, /root/.pyenv/shims/python3)");
+
+  // torch imports, ringrun.torch does not (a torch older than the supported range).
+  facts.torch_version = "1.10.0";
+  facts.binding_error = "ImportError: ringrun.torch needs torch >= 1.13, found torch 1.10.0";
+  check = check_python_binding(facts);
+  CHECK(check.status == Status::warn);
+  CHECK(check.detail.find("does not import with torch 1.10.0") != std::string::npos);
+  CHECK(check.detail.find("needs torch >= 1.13") != std::string::npos);
+
+  // TensorFlow: missing, importable without the binding, and with it.
+  CHECK_FALSE(tensorflow_binding_line(facts).first);
+  facts.tensorflow_version = "2.21.0";
+  facts.tensorflow_status = "ModuleNotFoundError: No module named 'ringrun.tensorflow'";
+  auto [tf_ready, tf_line] = tensorflow_binding_line(facts);
+  CHECK_FALSE(tf_ready);
+  CHECK(tf_line.find("TensorFlow 2.21.0 imports, ringrun.tensorflow does not") != std::string::npos);
+  facts.tensorflow_status = "ok";
+  std::tie(tf_ready, tf_line) = tensorflow_binding_line(facts);
+  CHECK(tf_ready);
+  CHECK(tf_line == "TensorFlow binding: ringrun.tensorflow (TensorFlow 2.21.0, /root/.pyenv/shims/python3)");
 }
 
 TEST_CASE("check-build: checkbox layout, every unchecked box with its reason on the line") {
