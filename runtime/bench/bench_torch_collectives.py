@@ -8,8 +8,8 @@ ringrun is faster).
                      dist.all_reduce then this rank's rows
   alltoall           hvd.alltoall(t) (even splits) of --collective-mb per rank; peer dist.all_to_all_single
   processset_allreduce  hvd.allreduce(t, op=Sum, process_set=the even ranks) of --collective-mb;
-                     peer dist.all_reduce(t, group=dist.new_group(the even ranks)); with 2 ranks
-                     the set is both ranks (a set of one would time nothing)
+                     peer dist.all_reduce(t, group=dist.new_group(the even ranks)); from 3 ranks
+                     (a set needs two ranks and may not be every rank)
 """
 
 import statistics
@@ -41,10 +41,14 @@ def _time_blocks(fns, calls, blocks, barriers, slowest):
 
 def _peer_reducescatter(t, rows):
     out = torch.empty(rows, dtype=t.dtype)
-    if hasattr(dist, "reduce_scatter_tensor"):
+    # torch's newest name for it first (reduce_scatter_tensor warns that it is deprecated there).
+    for name in ("reduce_scatter_single", "reduce_scatter_tensor"):
+        call = getattr(dist, name, None)
+        if call is None:
+            continue
         try:
-            dist.reduce_scatter_tensor(out, t)
-            return lambda: dist.reduce_scatter_tensor(out, t), "torch.distributed.reduce_scatter_tensor (gloo)"
+            call(out, t)
+            return (lambda: call(out, t)), f"torch.distributed.{name} (gloo)"
         except RuntimeError:
             pass  # this gloo build has none
     work = t.clone()
@@ -73,7 +77,9 @@ def collective_rows(case, args, slowest):
         peer_name = "torch.distributed.all_to_all_single (gloo)"
         what = f"{elements * 4 / 2**20:.0f} MB of float32 per rank, even splits"
     else:
-        members = [k for k in range(n) if k % 2 == 0] if n > 2 else list(range(n))
+        if n < 3:
+            return None
+        members = [k for k in range(n) if k % 2 == 0]
         ps = hvd.add_process_set(members)
         group = dist.new_group(members)
         work = t.clone()
