@@ -1,11 +1,10 @@
 """Model, optimizer and object broadcasts: horovod.torch's functions over ringrun's collectives."""
 
-import pickle
-
-import numpy as np
 import torch
 
-from ringrun.torch.mpi_ops import allgather, broadcast_, broadcast_async_, rank, size, synchronize
+from ringrun.common import objects as _objects
+from ringrun.torch.basics import _check_process_set, global_process_set
+from ringrun.torch.mpi_ops import broadcast_async_, rank, synchronize
 
 __all__ = ['broadcast_parameters', 'broadcast_optimizer_state', 'broadcast_object',
            'allgather_object']
@@ -103,11 +102,7 @@ def broadcast_optimizer_state(optimizer, root_rank):
         optimizer.state[p][key] = value
 
 
-def _to_bytes_tensor(obj):
-    return torch.from_numpy(np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy())
-
-
-def broadcast_object(obj, root_rank=0, name=None):
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Return root_rank's obj on every rank (any picklable object, e.g. a state_dict or epoch).
 
     Arguments:
@@ -116,23 +111,11 @@ def broadcast_object(obj, root_rank=0, name=None):
         name: the broadcasts' name, the same on every rank; default 'broadcast_object' (not the
             type's name as in Horovod, so that ranks passing None instead of obj still match).
     """
-    if name is None:
-        name = 'broadcast_object'
-    if rank() == root_rank:
-        data = _to_bytes_tensor(obj)
-        length = torch.tensor([data.numel()], dtype=torch.int64)
-        broadcast_(length, root_rank, name=name + '.sz')
-    else:
-        length = torch.zeros(1, dtype=torch.int64)
-        broadcast_(length, root_rank, name=name + '.sz')
-        data = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(data, root_rank, name=name + '.t')
-    if rank() == root_rank:
-        return obj
-    return pickle.loads(data.numpy().tobytes())
+    _check_process_set(process_set, 'broadcast_object')
+    return _objects.broadcast_object(obj, root_rank, name)
 
 
-def allgather_object(obj, name=None):
+def allgather_object(obj, name=None, process_set=global_process_set):
     """Return the list of every rank's obj, indexed by rank (objects may differ per rank).
 
     Arguments:
@@ -140,13 +123,5 @@ def allgather_object(obj, name=None):
         name: the allgathers' name, the same on every rank; default 'allgather_object' (not the
             type's name as in Horovod, so that objects of different types still match).
     """
-    if name is None:
-        name = 'allgather_object'
-    data = _to_bytes_tensor(obj)
-    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=name + '.sz').tolist()
-    gathered = allgather(data, name=name + '.t').numpy()
-    objects, start = [], 0
-    for n in sizes:
-        objects.append(pickle.loads(gathered[start:start + n].tobytes()))
-        start += n
-    return objects
+    _check_process_set(process_set, 'allgather_object')
+    return _objects.allgather_object(obj, name)
