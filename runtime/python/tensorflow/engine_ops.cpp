@@ -57,8 +57,8 @@ void write_shape(const Rows& rows, std::int64_t* words) {
   }
 }
 
-std::string describe_shape(const std::int64_t* words) {
-  std::string text = "type " + std::to_string(words[0]) + " [rows";
+std::string describe_shape(const std::int64_t* words, std::string (*type_name)(int)) {
+  std::string text = (type_name ? type_name(static_cast<int>(words[0])) : "type " + std::to_string(words[0])) + " [rows";
   const auto ndims = static_cast<std::size_t>(std::max<std::int64_t>(words[1], 0));
   for (std::size_t i = 0; i < std::min(ndims, kShownDims); ++i) text += ", " + std::to_string(words[2 + i]);
   if (ndims > kShownDims) text += ", ...";
@@ -66,15 +66,15 @@ std::string describe_shape(const std::int64_t* words) {
 }
 
 // "" when every rank's shape words match; else the message every rank reports.
-std::string shape_mismatch(const std::string& name, const std::vector<std::int64_t>& every, std::size_t stride,
-                           std::size_t offset, int size) {
+std::string shape_mismatch(const std::string& name, const Rows& input, const std::vector<std::int64_t>& every,
+                           std::size_t stride, std::size_t offset, int size) {
   auto words = [&](int r) { return every.data() + static_cast<std::size_t>(r) * stride + offset; };
   bool same = true;
   for (int r = 1; r < size; ++r) same = same && std::equal(words(r), words(r) + kShapeWords, words(0));
   if (same) return "";
   std::vector<std::pair<std::string, std::string>> groups;  // description, ranks
   for (int r = 0; r < size; ++r) {
-    const std::string what = describe_shape(words(r));
+    const std::string what = describe_shape(words(r), input.type_name);
     auto g = std::find_if(groups.begin(), groups.end(), [&](auto& p) { return p.first == what; });
     if (g == groups.end()) groups.push_back({what, std::to_string(r)});
     else g->second += "," + std::to_string(r);
@@ -196,7 +196,7 @@ void allgather_rows(const std::string& name, const Rows& input, AllocateRows all
   auto next = [name, input, allocate = std::move(allocate), done](const std::vector<std::int64_t>& every) {
     const int size = ringrun_size();
     const std::size_t stride = 1 + kShapeWords;
-    if (std::string mismatch = shape_mismatch(name, every, stride, 1, size); !mismatch.empty())
+    if (std::string mismatch = shape_mismatch(name, input, every, stride, 1, size); !mismatch.empty())
       return done(RINGRUN_ERR_MISMATCH, mismatch);
     std::vector<std::int64_t> rows(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) rows[static_cast<std::size_t>(r)] = every[static_cast<std::size_t>(r) * stride];
@@ -237,7 +237,7 @@ void alltoall_rows(const std::string& name, const Rows& input, std::vector<std::
   std::copy(splits.begin(), splits.end(), mine.begin() + static_cast<std::ptrdiff_t>(kShapeWords));
   auto next = [name, input, size, allocate = std::move(allocate), done](const std::vector<std::int64_t>& every) {
     const std::size_t stride = kShapeWords + static_cast<std::size_t>(size);
-    if (std::string mismatch = shape_mismatch(name, every, stride, 0, size); !mismatch.empty())
+    if (std::string mismatch = shape_mismatch(name, input, every, stride, 0, size); !mismatch.empty())
       return done(RINGRUN_ERR_MISMATCH, mismatch);
     const auto me = static_cast<std::size_t>(ringrun_rank());
     auto split = [&](std::size_t from, std::size_t to) { return every[from * stride + kShapeWords + to]; };

@@ -35,6 +35,7 @@ struct Rows {
   std::vector<std::int64_t> row_shape;  // the dimensions after the first
   ringrun_dtype dtype = RINGRUN_FLOAT32;
   int type_code = 0;                    // the framework's dtype: ranks must agree on it
+  std::string (*type_name)(int) = nullptr;  // names a type_code in messages
   std::size_t row_bytes() const;
   std::size_t row_elements() const;
 };

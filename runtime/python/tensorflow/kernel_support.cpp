@@ -84,6 +84,12 @@ absl::Status scale_into(const tf::Tensor& in, tf::Tensor* out, double factor) {
   return absl::OkStatus();
 }
 
+namespace {
+
+std::string type_name(int code) { return tf::DataTypeString(static_cast<tf::DataType>(code)); }
+
+}  // namespace
+
 Rows rows_of(const tf::Tensor& tensor, ringrun_dtype dtype) {
   Rows rows;
   rows.data = tensor.tensor_data().data();
@@ -91,6 +97,7 @@ Rows rows_of(const tf::Tensor& tensor, ringrun_dtype dtype) {
   for (int d = 1; d < tensor.dims(); ++d) rows.row_shape.push_back(tensor.dim_size(d));
   rows.dtype = dtype;
   rows.type_code = static_cast<int>(tensor.dtype());
+  rows.type_name = type_name;
   return rows;
 }
 

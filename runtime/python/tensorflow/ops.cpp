@@ -1,7 +1,10 @@
 // The ops of ringrun.tensorflow: their inputs, attributes and shape functions. The kernels are in
 // *_kernels.cpp, the Python wrappers and gradients in ringrun/tensorflow/mpi_ops.py. The
-// collectives are not marked stateful (as Horovod's are not): TensorFlow must be free to run
-// independent collectives at once, so that the engine can fuse them.
+// collectives are not marked stateful (as Horovod's are not): in a tf.function TensorFlow runs
+// stateful ops one after the other, and the engine fuses only what is submitted together. Their
+// attribute in_place (true) instead tells Grappler that they have effects, so that it neither
+// evaluates one while optimizing a graph (constant folding would run it on one rank, then) nor
+// merges two alike (common subexpression elimination).
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -13,7 +16,8 @@ using tf::shape_inference::InferenceContext;
 using tf::shape_inference::ShapeHandle;
 
 // Every collective's naming and process-set attributes (Horovod's).
-#define RINGRUN_COMMON_ATTRS .Attr("ignore_name_scope: bool = False").Attr("process_set_id: int = 0")
+#define RINGRUN_COMMON_ATTRS \
+  .Attr("ignore_name_scope: bool = False").Attr("process_set_id: int = 0").Attr("in_place: bool = true")
 #define RINGRUN_REDUCIBLE "T: {uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool}"
 #define RINGRUN_MOVABLE \
   "T: {uint8, int8, uint16, int16, uint32, int32, uint64, int64, float16, bfloat16, float32, float64, bool}"
