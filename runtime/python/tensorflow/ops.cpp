@@ -1,10 +1,10 @@
 // The ops of ringrun.tensorflow: their inputs, attributes and shape functions. The kernels are in
-// *_kernels.cpp, the Python wrappers and gradients in ringrun/tensorflow/mpi_ops.py. The
-// collectives are not marked stateful (as Horovod's are not): in a tf.function TensorFlow runs
-// stateful ops one after the other, and the engine fuses only what is submitted together. Their
-// attribute in_place (true) instead tells Grappler that they have effects, so that it neither
-// evaluates one while optimizing a graph (constant folding would run it on one rank, then) nor
-// merges two alike (common subexpression elimination).
+// *_kernels.cpp, the Python wrappers and gradients in ringrun/tensorflow/mpi_ops.py. Every op is
+// stateful, as TensorFlow's own collectives are: TensorFlow must neither run one while it builds
+// or optimizes a graph (constant folding of a collective with constant inputs would run it on one
+// rank alone, then) nor merge two alike. ringrun.tensorflow lists the collectives among the ops
+// that tf.function does not chain in program order (auto_control_deps.ASYNC_STATEFUL_OPS, as for
+// CollectiveReduce), so that independent ones reach the engine together and are fused.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -15,9 +15,8 @@ namespace tf = ::tensorflow;
 using tf::shape_inference::InferenceContext;
 using tf::shape_inference::ShapeHandle;
 
-// Every collective's naming and process-set attributes (Horovod's).
-#define RINGRUN_COMMON_ATTRS \
-  .Attr("ignore_name_scope: bool = False").Attr("process_set_id: int = 0").Attr("in_place: bool = true")
+// Every collective: Horovod's naming and process-set attributes, and stateful (above).
+#define RINGRUN_COLLECTIVE_TRAITS .Attr("ignore_name_scope: bool = False").Attr("process_set_id: int = 0").SetIsStateful()
 #define RINGRUN_REDUCIBLE "T: {uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool}"
 #define RINGRUN_MOVABLE \
   "T: {uint8, int8, uint16, int16, uint32, int32, uint64, int64, float16, bfloat16, float32, float64, bool}"
@@ -47,7 +46,7 @@ REGISTER_OP("RingrunAllreduce")
     .Attr(RINGRUN_REDUCIBLE)
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0") RINGRUN_COMMON_ATTRS
+    .Attr("postscale_factor: float = 1.0") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensor: T")
     .Output("reduced: T")
     .SetShapeFn(tf::shape_inference::UnchangedShape)
@@ -58,14 +57,14 @@ REGISTER_OP("RingrunGroupedAllreduce")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
-    .Attr("num_tensors: int") RINGRUN_COMMON_ATTRS
+    .Attr("num_tensors: int") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensors: num_tensors * T")
     .Output("reduced: num_tensors * T")
     .SetShapeFn(each_unchanged)
     .Doc("Allreduces of several tensors submitted together (the engine fuses them).");
 
 REGISTER_OP("RingrunAllgather")
-    .Attr(RINGRUN_MOVABLE) RINGRUN_COMMON_ATTRS
+    .Attr(RINGRUN_MOVABLE) RINGRUN_COLLECTIVE_TRAITS
     .Input("tensor: T")
     .Output("gathered: T")
     .SetShapeFn([](InferenceContext* c) { return unknown_rows(c, 0, 0); })
@@ -73,7 +72,7 @@ REGISTER_OP("RingrunAllgather")
 
 REGISTER_OP("RingrunGroupedAllgather")
     .Attr(RINGRUN_MOVABLE)
-    .Attr("num_tensors: int") RINGRUN_COMMON_ATTRS
+    .Attr("num_tensors: int") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensors: num_tensors * T")
     .Output("gathered: num_tensors * T")
     .SetShapeFn(each_unknown_rows)
@@ -81,14 +80,14 @@ REGISTER_OP("RingrunGroupedAllgather")
 
 REGISTER_OP("RingrunBroadcast")
     .Attr(RINGRUN_MOVABLE)
-    .Attr("root_rank: int") RINGRUN_COMMON_ATTRS
+    .Attr("root_rank: int") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensor: T")
     .Output("broadcast: T")
     .SetShapeFn(tf::shape_inference::UnchangedShape)
     .Doc("root_rank's tensor on every rank.");
 
 REGISTER_OP("RingrunAlltoall")
-    .Attr(RINGRUN_MOVABLE) RINGRUN_COMMON_ATTRS
+    .Attr(RINGRUN_MOVABLE) RINGRUN_COLLECTIVE_TRAITS
     .Input("tensor: T")
     .Input("splits: int32")
     .Output("output: T")
@@ -104,7 +103,7 @@ REGISTER_OP("RingrunReducescatter")
     .Attr(RINGRUN_REDUCIBLE)
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0") RINGRUN_COMMON_ATTRS
+    .Attr("postscale_factor: float = 1.0") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensor: T")
     .Output("share: T")
     .SetShapeFn([](InferenceContext* c) { return unknown_rows(c, 0, 0); })
@@ -115,7 +114,7 @@ REGISTER_OP("RingrunGroupedReducescatter")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
-    .Attr("num_tensors: int") RINGRUN_COMMON_ATTRS
+    .Attr("num_tensors: int") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensors: num_tensors * T")
     .Output("shares: num_tensors * T")
     .SetShapeFn(each_unknown_rows)

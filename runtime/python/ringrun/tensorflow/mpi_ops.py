@@ -10,7 +10,7 @@ unless given; eagerly, ops run one at a time under the op's own name.
 import re
 
 import tensorflow as tf
-from tensorflow.python.framework import ops
+from tensorflow.python.framework import auto_control_deps, ops
 
 from ringrun import _ringrun
 from ringrun.common.basics import (  # noqa: F401 - horovod.tensorflow.mpi_ops's names
@@ -23,6 +23,13 @@ from ringrun.tensorflow import _library
 from ringrun.tensorflow.util import _executing_eagerly
 
 _ops = _library.load()
+
+# The collectives are stateful ops (ops.cpp says why) that tf.function must not chain in program
+# order, as it does not chain TensorFlow's own collectives: independent ones must reach the engine
+# together to be fused, and ranks may reach them in different orders.
+_COLLECTIVE_OPS = ('RingrunAllreduce', 'RingrunGroupedAllreduce', 'RingrunAllgather', 'RingrunGroupedAllgather',
+                   'RingrunBroadcast', 'RingrunAlltoall', 'RingrunReducescatter', 'RingrunGroupedReducescatter')
+auto_control_deps.ASYNC_STATEFUL_OPS = auto_control_deps.ASYNC_STATEFUL_OPS | frozenset(_COLLECTIVE_OPS)
 
 
 def init(comm=None, process_sets=None):

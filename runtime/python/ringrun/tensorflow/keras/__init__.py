@@ -36,6 +36,7 @@ from ringrun.tensorflow.compression import Compression  # noqa: E402,F401
 from ringrun.tensorflow.functions import broadcast_global_variables  # noqa: E402,F401
 from ringrun.tensorflow.keras import callbacks, elastic  # noqa: E402,F401
 from ringrun.tensorflow.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer  # noqa: E402,F401
+from ringrun.tensorflow.keras.optimizer import _DistributedOptimizer as _DistributedOptimizerMixin  # noqa: E402
 from ringrun.tensorflow.mpi_ops import (  # noqa: E402,F401
     Average, ProcessSet, Sum, add_process_set, ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
     global_process_set, gloo_built, gloo_enabled, init, is_initialized, local_rank, local_size, mpi_built,
@@ -82,9 +83,13 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None, compressio
     def wrapped(cls):
         def from_config(_, config, custom_objects=None):
             return DistributedOptimizer(cls.from_config(config), compression=compression)
-        return type(cls.__name__, (cls,), {'from_config': classmethod(from_config), '__module__': cls.__module__})
+        return type(cls.__name__, (cls,), {'from_config': classmethod(from_config), '__module__': cls.__module__,
+                                           '_ringrun_loader': True})
 
-    classes = [c for c in _all_subclasses(keras.optimizers.Optimizer) if not c.__name__.startswith('_')]
+    # Keras' optimizer classes: not the subclasses ringrun made (distributed ones, earlier loaders).
+    classes = [c for c in _all_subclasses(keras.optimizers.Optimizer)
+               if not c.__name__.startswith('_') and not issubclass(c, _DistributedOptimizerMixin)
+               and '_ringrun_loader' not in c.__dict__]
     objects = {}
     for cls in classes + list(custom_optimizers or []):
         objects[cls.__name__] = objects[cls.__name__.lower()] = wrapped(cls)

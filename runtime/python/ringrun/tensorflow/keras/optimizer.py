@@ -138,6 +138,8 @@ def create_distributed_optimizer(optimizer, name, device_dense, device_sparse, c
     """A new optimizer of a subclass of ``optimizer``'s class (same name and module, so that a
     saved model loads without ringrun), made from its config, that reduces gradients in apply()."""
     base = optimizer.__class__
+    if issubclass(base, _DistributedOptimizer):  # wrapped again: reduce once
+        base = base.__bases__[1]
     cls = type(base.__name__, (_DistributedOptimizer, base), {'__module__': base.__module__})
     distributed = cls.from_config(optimizer.get_config())
     label = name or f"Distributed{base.__name__}"
