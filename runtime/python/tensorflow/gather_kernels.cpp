@@ -53,26 +53,17 @@ absl::Status start_allgather(OpKernelContext* context, int index, const std::str
   return absl::OkStatus();
 }
 
+// One kernel for the single and the grouped op: a group's parts are named "<node>.<i>".
+template <bool Grouped>
 class AllgatherKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     OP_REQUIRES_OK_ASYNC(context, check_initialized(), done);
-    OP_REQUIRES_OK_ASYNC(context, start_allgather(context, 0, engine_name(), [context, done](int status, const std::string& message) {
-      finish(context, done, status, message);
-    }), done);
-  }
-};
-
-class GroupedAllgatherKernel : public CollectiveKernel {
- public:
-  using CollectiveKernel::CollectiveKernel;
-
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    OP_REQUIRES_OK_ASYNC(context, check_initialized(), done);
-    start_parts(context, std::move(done), context->num_inputs(), [&](int i, Completion part) {
-      return start_allgather(context, i, engine_name() + "." + std::to_string(i), std::move(part));
+    start_parts(context, std::move(done), Grouped ? context->num_inputs() : 1, [&](int i, Completion part) {
+      return start_allgather(context, i, Grouped ? engine_name() + "." + std::to_string(i) : engine_name(),
+                             std::move(part));
     });
   }
 };
@@ -172,8 +163,8 @@ class AlltoallKernel : public CollectiveKernel {
 
 }  // namespace
 
-REGISTER_KERNEL_BUILDER(Name("RingrunAllgather").Device(tf::DEVICE_CPU), AllgatherKernel);
-REGISTER_KERNEL_BUILDER(Name("RingrunGroupedAllgather").Device(tf::DEVICE_CPU), GroupedAllgatherKernel);
+REGISTER_KERNEL_BUILDER(Name("RingrunAllgather").Device(tf::DEVICE_CPU), AllgatherKernel<false>);
+REGISTER_KERNEL_BUILDER(Name("RingrunGroupedAllgather").Device(tf::DEVICE_CPU), AllgatherKernel<true>);
 REGISTER_KERNEL_BUILDER(Name("RingrunBroadcast").Device(tf::DEVICE_CPU), BroadcastKernel);
 REGISTER_KERNEL_BUILDER(Name("RingrunAlltoall").Device(tf::DEVICE_CPU).HostMemory("splits").HostMemory("received_splits"),
                         AlltoallKernel);

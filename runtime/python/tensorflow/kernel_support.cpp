@@ -117,18 +117,20 @@ void start_parts(tf::OpKernelContext* context, tf::AsyncOpKernel::DoneCallback d
   }
 }
 
+absl::Status refuse_process_sets(tf::OpKernelConstruction* context) {
+  if (!context->HasAttr("process_set_id")) return absl::OkStatus();
+  std::int64_t process_set_id = 0;
+  TF_RETURN_IF_ERROR(context->GetAttr("process_set_id", &process_set_id));
+  if (process_set_id == 0) return absl::OkStatus();
+  return absl::UnimplementedError("process_set_id " + std::to_string(process_set_id) +
+                                  ": ringrun's engine does not have process sets yet; use global_process_set");
+}
+
 CollectiveKernel::CollectiveKernel(tf::OpKernelConstruction* context) : AsyncOpKernel(context) {
   bool ignore_name_scope = false;
   if (context->HasAttr("ignore_name_scope"))
     OP_REQUIRES_OK(context, context->GetAttr("ignore_name_scope", &ignore_name_scope));
-  if (context->HasAttr("process_set_id")) {
-    std::int64_t process_set_id = 0;
-    OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_id));
-    // Waits for the engine's process sets.
-    OP_REQUIRES(context, process_set_id == 0,
-                absl::UnimplementedError("process_set_id " + std::to_string(process_set_id) +
-                                         ": ringrun's engine does not have process sets yet; use global_process_set"));
-  }
+  OP_REQUIRES_OK(context, refuse_process_sets(context));
   engine_name_ = name();
   if (ignore_name_scope) {
     const auto slash = engine_name_.find_last_of('/');

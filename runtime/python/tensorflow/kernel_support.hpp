@@ -39,6 +39,10 @@ Rows rows_of(const tf::Tensor& tensor, ringrun_dtype dtype);
 void start_parts(tf::OpKernelContext* context, tf::AsyncOpKernel::DoneCallback done, int count,
                  const std::function<absl::Status(int part, Completion)>& start_one);
 
+// Unimplemented for a process_set_id attribute other than 0 (the global set): process sets wait
+// for the engine's.
+absl::Status refuse_process_sets(tf::OpKernelConstruction* context);
+
 // The base of the async collective kernels: the engine name (the node's, without its name scope
 // when ignore_name_scope is set), and process sets refused until the engine has them.
 class CollectiveKernel : public tf::AsyncOpKernel {

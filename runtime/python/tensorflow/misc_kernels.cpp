@@ -1,5 +1,8 @@
 // join, barrier and the queries as ops.
+#include <algorithm>
 #include <chrono>
+#include <memory>
+#include <vector>
 
 #include "kernel_support.hpp"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -62,13 +65,7 @@ template <int (*Query)()>
 class QueryKernel : public tf::OpKernel {
  public:
   explicit QueryKernel(OpKernelConstruction* context) : OpKernel(context) {
-    if (context->HasAttr("process_set_id")) {
-      std::int64_t process_set_id = 0;
-      OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_id));
-      OP_REQUIRES(context, process_set_id == 0,
-                  absl::UnimplementedError("process_set_id " + std::to_string(process_set_id) +
-                                           ": ringrun's engine does not have process sets yet; use global_process_set"));
-    }
+    OP_REQUIRES_OK(context, refuse_process_sets(context));
   }
 
   void Compute(OpKernelContext* context) override {

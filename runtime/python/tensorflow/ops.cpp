@@ -18,6 +18,8 @@ using tf::shape_inference::ShapeHandle;
 // Every collective: Horovod's naming and process-set attributes, and stateful (above).
 #define RINGRUN_COLLECTIVE_TRAITS .Attr("ignore_name_scope: bool = False").Attr("process_set_id: int = 0").SetIsStateful()
 #define RINGRUN_REDUCIBLE "T: {uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool}"
+#define RINGRUN_REDUCTION_ATTRS                                                                        \
+  .Attr(RINGRUN_REDUCIBLE).Attr("reduce_op: int").Attr("prescale_factor: float = 1.0").Attr("postscale_factor: float = 1.0")
 #define RINGRUN_MOVABLE \
   "T: {uint8, int8, uint16, int16, uint32, int32, uint64, int64, float16, bfloat16, float32, float64, bool}"
 
@@ -42,21 +44,13 @@ absl::Status each_unchanged(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("RingrunAllreduce")
-    .Attr(RINGRUN_REDUCIBLE)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0") RINGRUN_COLLECTIVE_TRAITS
+REGISTER_OP("RingrunAllreduce") RINGRUN_REDUCTION_ATTRS RINGRUN_COLLECTIVE_TRAITS
     .Input("tensor: T")
     .Output("reduced: T")
     .SetShapeFn(tf::shape_inference::UnchangedShape)
     .Doc("The reduction of `tensor` over every rank (reduce_op: ringrun's op code), keyed by the node name.");
 
-REGISTER_OP("RingrunGroupedAllreduce")
-    .Attr(RINGRUN_REDUCIBLE)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
+REGISTER_OP("RingrunGroupedAllreduce") RINGRUN_REDUCTION_ATTRS
     .Attr("num_tensors: int") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensors: num_tensors * T")
     .Output("reduced: num_tensors * T")
@@ -99,21 +93,13 @@ REGISTER_OP("RingrunAlltoall")
     })
     .Doc("splits[r] rows of tensor to rank r (even splits when splits is empty); returns what every rank sent here.");
 
-REGISTER_OP("RingrunReducescatter")
-    .Attr(RINGRUN_REDUCIBLE)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0") RINGRUN_COLLECTIVE_TRAITS
+REGISTER_OP("RingrunReducescatter") RINGRUN_REDUCTION_ATTRS RINGRUN_COLLECTIVE_TRAITS
     .Input("tensor: T")
     .Output("share: T")
     .SetShapeFn([](InferenceContext* c) { return unknown_rows(c, 0, 0); })
     .Doc("This rank's rows of the reduction of tensor over every rank.");
 
-REGISTER_OP("RingrunGroupedReducescatter")
-    .Attr(RINGRUN_REDUCIBLE)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
+REGISTER_OP("RingrunGroupedReducescatter") RINGRUN_REDUCTION_ATTRS
     .Attr("num_tensors: int") RINGRUN_COLLECTIVE_TRAITS
     .Input("tensors: num_tensors * T")
     .Output("shares: num_tensors * T")

@@ -104,36 +104,19 @@ absl::Status start_reducescatter(OpKernelContext* context, int index, const std:
 
 using StartOne = absl::Status (*)(OpKernelContext*, int, const std::string&, const Reduction&, Completion);
 
-template <StartOne Start>
-class SingleReduceKernel : public CollectiveKernel {
+// One kernel for the single and the grouped op: a group's parts are named "<node>.<i>".
+template <StartOne Start, bool Grouped>
+class ReduceKernel : public CollectiveKernel {
  public:
-  explicit SingleReduceKernel(OpKernelConstruction* context) : CollectiveKernel(context) {
+  explicit ReduceKernel(OpKernelConstruction* context) : CollectiveKernel(context) {
     OP_REQUIRES_OK(context, read_reduction(context, &how_));
   }
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     OP_REQUIRES_OK_ASYNC(context, check_initialized(), done);
-    const absl::Status started = Start(context, 0, engine_name(), how_, [context, done](int status, const std::string& message) {
-      finish(context, done, status, message);
-    });
-    OP_REQUIRES_OK_ASYNC(context, started, done);
-  }
-
- private:
-  Reduction how_;
-};
-
-template <StartOne Start>
-class GroupedReduceKernel : public CollectiveKernel {
- public:
-  explicit GroupedReduceKernel(OpKernelConstruction* context) : CollectiveKernel(context) {
-    OP_REQUIRES_OK(context, read_reduction(context, &how_));
-  }
-
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    OP_REQUIRES_OK_ASYNC(context, check_initialized(), done);
-    start_parts(context, std::move(done), context->num_inputs(), [&](int i, Completion part) {
-      return Start(context, i, engine_name() + "." + std::to_string(i), how_, std::move(part));
+    start_parts(context, std::move(done), Grouped ? context->num_inputs() : 1, [&](int i, Completion part) {
+      return Start(context, i, Grouped ? engine_name() + "." + std::to_string(i) : engine_name(), how_,
+                   std::move(part));
     });
   }
 
@@ -143,10 +126,13 @@ class GroupedReduceKernel : public CollectiveKernel {
 
 }  // namespace
 
-REGISTER_KERNEL_BUILDER(Name("RingrunAllreduce").Device(tf::DEVICE_CPU), SingleReduceKernel<start_allreduce>);
-REGISTER_KERNEL_BUILDER(Name("RingrunGroupedAllreduce").Device(tf::DEVICE_CPU), GroupedReduceKernel<start_allreduce>);
-REGISTER_KERNEL_BUILDER(Name("RingrunReducescatter").Device(tf::DEVICE_CPU), SingleReduceKernel<start_reducescatter>);
-REGISTER_KERNEL_BUILDER(Name("RingrunGroupedReducescatter").Device(tf::DEVICE_CPU),
-                        GroupedReduceKernel<start_reducescatter>);
+using AllreduceKernel = ReduceKernel<start_allreduce, false>;
+using GroupedAllreduceKernel = ReduceKernel<start_allreduce, true>;
+using ReducescatterKernel = ReduceKernel<start_reducescatter, false>;
+using GroupedReducescatterKernel = ReduceKernel<start_reducescatter, true>;
+REGISTER_KERNEL_BUILDER(Name("RingrunAllreduce").Device(tf::DEVICE_CPU), AllreduceKernel);
+REGISTER_KERNEL_BUILDER(Name("RingrunGroupedAllreduce").Device(tf::DEVICE_CPU), GroupedAllreduceKernel);
+REGISTER_KERNEL_BUILDER(Name("RingrunReducescatter").Device(tf::DEVICE_CPU), ReducescatterKernel);
+REGISTER_KERNEL_BUILDER(Name("RingrunGroupedReducescatter").Device(tf::DEVICE_CPU), GroupedReducescatterKernel);
 
 }  // namespace ringrun::tensorflow

@@ -120,6 +120,34 @@ assert int(opt._agg_helper.counter.numpy()) == 0 and int(opt.iterations) == 4
 assert_close(model, train_reference(keras.optimizers.SGD(0.1), 2 * N * B, steps=4, data=data), 1e-5,
              'backward_passes_per_step=2')
 
+# Horovod's two phases through _compute_gradients() and apply_gradients() in a tf.function, with a
+# custom Keras 3 optimizer (var += grad): the gradients of 3 calls are summed, averaged over the
+# ranks and divided by 3 on the third, applied then; iterations counts every call.
+class AddGradient(keras.optimizers.Optimizer):
+    def update_step(self, gradient, variable, learning_rate):
+        variable.assign_add(gradient)
+
+
+opt = hvd_keras.DistributedOptimizer(AddGradient(learning_rate=1.0), backward_passes_per_step=3,
+                                     average_aggregated_gradients=True)
+w = tf.Variable([0.0, 0.0])
+
+
+@tf.function
+def two_phases():
+    grads_and_vars = opt._compute_gradients(lambda: tf.reduce_sum(w * [R + 1.0, 1.0]), var_list=[w])
+    opt.apply_gradients(grads_and_vars, experimental_aggregate_gradients=False)
+    return grads_and_vars[0][0]
+
+
+for call in range(1, 8):
+    returned = two_phases()
+    assert int(opt.iterations) == call and int(opt._agg_helper.counter) == call % 3
+    updates = call // 3
+    assert np.allclose(w.numpy(), [updates * sum(r + 1.0 for r in range(N)) / N, updates]), (call, w.numpy())
+    if call % 3 == 0:
+        assert np.allclose(returned.numpy(), [sum(r + 1.0 for r in range(N)) / N, 1.0]), returned.numpy()
+
 # groups (two fused groups) and Sum give the reduction they name; fp16 compression is close.
 assert_close(train_distributed(hvd_keras.DistributedOptimizer(keras.optimizers.SGD(0.1), groups=2)),
              train_reference(keras.optimizers.SGD(0.1), N * B), 1e-5, 'groups=2')

@@ -103,38 +103,43 @@ def _process_set_id(process_set, what):
     return 0
 
 
+def _reduction(make, kind, inputs, name, op, prescale_factor, postscale_factor, ignore_name_scope, process_set):
+    """One of the reducing ops (``make``: its generated wrapper) over ``inputs``."""
+    return make(inputs, name=_graph_name(kind, inputs if isinstance(inputs, (list, tuple)) else [inputs], name),
+                reduce_op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                ignore_name_scope=ignore_name_scope, process_set_id=_process_set_id(process_set, kind))
+
+
+def _same_reduction(op):
+    """The reduction arguments of a reducing op, for its gradient."""
+    return dict(op=op.get_attr('reduce_op'), prescale_factor=op.get_attr('prescale_factor'),
+                postscale_factor=op.get_attr('postscale_factor'), ignore_name_scope=op.get_attr('ignore_name_scope'))
+
+
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0, ignore_name_scope=False,
                process_set=global_process_set):
     """The allreduce op: ``tensor`` reduced over every rank with ``op`` (Sum by default), after
     multiplying it by ``prescale_factor``; the result multiplied by ``postscale_factor``."""
-    return _ops.ringrun_allreduce(tensor, name=_graph_name('RingrunAllreduce', [tensor], name), reduce_op=op,
-                                  prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                                  ignore_name_scope=ignore_name_scope,
-                                  process_set_id=_process_set_id(process_set, "allreduce"))
+    return _reduction(_ops.ringrun_allreduce, 'RingrunAllreduce', tensor, name, op, prescale_factor,
+                      postscale_factor, ignore_name_scope, process_set)
 
 
 @ops.RegisterGradient('RingrunAllreduce')
 def _allreduce_grad(op, grad):
     """The gradient of an allreduce is the allreduce (same op and factors) of the gradient."""
-    return _allreduce(grad, op=op.get_attr('reduce_op'), prescale_factor=op.get_attr('prescale_factor'),
-                      postscale_factor=op.get_attr('postscale_factor'),
-                      ignore_name_scope=op.get_attr('ignore_name_scope'))
+    return _allreduce(grad, **_same_reduction(op))
 
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                        ignore_name_scope=False, process_set=global_process_set):
     """Allreduces of a list of tensors (of one dtype) as one op; the engine fuses them."""
-    return _ops.ringrun_grouped_allreduce(
-        tensors, name=_graph_name('RingrunGroupedAllreduce', tensors, name), reduce_op=op,
-        prescale_factor=prescale_factor, postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=_process_set_id(process_set, "grouped_allreduce"))
+    return _reduction(_ops.ringrun_grouped_allreduce, 'RingrunGroupedAllreduce', list(tensors), name, op,
+                      prescale_factor, postscale_factor, ignore_name_scope, process_set)
 
 
 @ops.RegisterGradient('RingrunGroupedAllreduce')
 def _grouped_allreduce_grad(op, *grads):
-    return _grouped_allreduce(list(grads), op=op.get_attr('reduce_op'), prescale_factor=op.get_attr('prescale_factor'),
-                              postscale_factor=op.get_attr('postscale_factor'),
-                              ignore_name_scope=op.get_attr('ignore_name_scope'))
+    return _grouped_allreduce(list(grads), **_same_reduction(op))
 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
@@ -148,8 +153,9 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
 
 def _own_rows(grad, inputs, ignore_name_scope):
     """This rank's rows of the averaged gradient of an allgather whose inputs were ``inputs``."""
-    with tf.device('/cpu:0'):
-        rows = [allgather(tf.reshape(tf.shape(x)[0], [1]), ignore_name_scope=ignore_name_scope) for x in inputs]
+    with tf.device('/cpu:0'):  # a static count of splits: tf.split needs it in a graph
+        rows = [tf.reshape(allgather(tf.reshape(tf.shape(x)[0], [1]), ignore_name_scope=ignore_name_scope), [size()])
+                for x in inputs]
     return [tf.split(g, num_or_size_splits=r, axis=0)[rank()] for g, r in zip(grad, rows)]
 
 
@@ -223,10 +229,8 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False, process_s
                    prescale_factor=1.0, postscale_factor=1.0):
     """The reducescatter op: this rank's rows (the first size() % rows ranks one more) of
     ``tensor`` reduced over every rank."""
-    return _ops.ringrun_reducescatter(tensor, name=_graph_name('RingrunReducescatter', [tensor], name), reduce_op=op,
-                                      prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                                      ignore_name_scope=ignore_name_scope,
-                                      process_set_id=_process_set_id(process_set, "reducescatter"))
+    return _reduction(_ops.ringrun_reducescatter, 'RingrunReducescatter', tensor, name, op, prescale_factor,
+                      postscale_factor, ignore_name_scope, process_set)
 
 
 def _scatter_grad_scale(op, grads):
@@ -246,10 +250,8 @@ def _reducescatter_grad(op, grad):
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
                            prescale_factor=1.0, postscale_factor=1.0):
     """Reducescatters of a list of tensors (of one dtype) as one op."""
-    return _ops.ringrun_grouped_reducescatter(
-        tensors, name=_graph_name('RingrunGroupedReducescatter', tensors, name), reduce_op=op,
-        prescale_factor=prescale_factor, postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-        process_set_id=_process_set_id(process_set, "grouped_reducescatter"))
+    return _reduction(_ops.ringrun_grouped_reducescatter, 'RingrunGroupedReducescatter', list(tensors), name, op,
+                      prescale_factor, postscale_factor, ignore_name_scope, process_set)
 
 
 @ops.RegisterGradient('RingrunGroupedReducescatter')

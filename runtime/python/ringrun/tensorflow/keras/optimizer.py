@@ -3,9 +3,11 @@ averages the gradients over the ranks first.
 
 Keras 3's optimizers take gradients in ``apply(grads, trainable_variables)`` (``apply_gradients``
 and ``model.fit`` go through it), so that is where the wrapper reduces them; Keras then clips,
-applies weight decay and updates as usual, on the averaged gradients. With
-``backward_passes_per_step=N`` the gradients of N calls are summed locally and reduced and
-applied on the N-th; the calls in between only count ``iterations``, as in Horovod.
+applies weight decay and updates as usual, on the averaged gradients. As in Horovod a step has two
+phases: the gradients are reduced (with ``backward_passes_per_step=N``: summed locally, and reduced
+on the N-th call), then applied (on the N-th call only; the calls in between only count
+``iterations``). Horovod's Keras 2 ``compute_gradients()``/``_compute_gradients()`` run the first
+phase and return what it gives; apply() then runs only the second for those gradients.
 """
 
 import tensorflow as tf
@@ -30,8 +32,7 @@ class _LocalAggregation:
             self.counter = tf.Variable(0, dtype=tf.int64, trainable=False, name='ringrun_aggregation_counter')
         self.sums = None
 
-    def add(self, grads):
-        """Adds this call's gradients to the sums; returns the sums (None where a gradient is None)."""
+    def _dense(self, grads):
         dense = []
         for g in grads:
             if isinstance(g, tf.IndexedSlices):
@@ -40,26 +41,37 @@ class _LocalAggregation:
                                      "sparse_as_dense=True")
                 g = tf.convert_to_tensor(g)
             dense.append(g)
+        return dense
+
+    def aggregate(self, grads, reduce):
+        """Adds this call's gradients to the sums; on the N-th call returns the sums reduced (and
+        divided by N when averaging) and clears them, else the sums so far."""
+        grads = self._dense(grads)
         if self.sums is None:
             with tf.init_scope():  # once, outside any tf.function being traced
                 self.sums = [None if g is None else tf.Variable(tf.zeros(g.shape, g.dtype), trainable=False)
-                             for g in dense]
-        for s, g in zip(self.sums, dense):
-            if s is not None and g is not None:
-                s.assign_add(g)
+                             for g in grads]
+        present = [i for i, s in enumerate(self.sums) if s is not None and grads[i] is not None]
+        for i in present:
+            self.sums[i].assign_add(grads[i])
         self.counter.assign_add(1)
-        return [None if s is None else s.read_value() for s in self.sums]
 
-    def scale(self, grads):
-        if not self.average:
-            return grads
-        return [None if g is None else g / self.passes for g in grads]
+        def reduce_and_clear():
+            summed = [self.sums[i].read_value() for i in present]
+            reduced = reduce([summed[present.index(i)] if i in present else None for i in range(len(grads))])
+            reduced = [reduced[i] / self.passes if self.average else reduced[i] for i in present]
+            with tf.control_dependencies(reduced):
+                self.counter.assign(0)
+                for i in present:
+                    self.sums[i].assign(tf.zeros_like(self.sums[i]))
+            return [tf.identity(r) for r in reduced]
 
-    def clear(self):
-        self.counter.assign(0)
-        for s in self.sums:
-            if s is not None:
-                s.assign(tf.zeros_like(s))
+        results = tf.cond(tf.equal(self.counter, self.passes), reduce_and_clear,
+                          lambda: [self.sums[i].read_value() for i in present])
+        out = [None] * len(grads)
+        for i, r in zip(present, results):
+            out[i] = r
+        return out
 
 
 def _check_not_xla():
@@ -78,30 +90,37 @@ class _DistributedOptimizer:
         size() when scale_local_gradients)."""
         self._ringrun_local.add(_ref(var))
 
+    def _ringrun_reduce(self, grads, variables):
+        """The first phase: this call's gradients averaged over the ranks (or aggregated)."""
+        def reduce(gs):
+            return _reduce_except_local(self._ringrun_allreduce, gs, variables, self._ringrun_local,
+                                        self._ringrun_scale_local)
+        if self._agg_helper is None:
+            return reduce(list(grads))
+        return self._agg_helper.aggregate(list(grads), reduce)
+
     def apply(self, grads, trainable_variables=None):
         _check_not_xla()
         grads = list(grads)
         variables = list(self._trainable_variables if trainable_variables is None else trainable_variables)
         if not self.built:
             self.build(variables)
+        reduced = self._ringrun_reduced_ids
+        self._ringrun_reduced_ids = set()
+        if not (grads and all(g is None or id(g) in reduced for g in grads)):
+            grads = self._ringrun_reduce(grads, variables)
         apply = super().apply
         if self._agg_helper is None:
-            return apply(self._ringrun_reduce(grads, variables), variables)
-        helper = self._agg_helper
-        sums = helper.add(grads)
-
-        def reduce_and_apply():
-            apply(helper.scale(self._ringrun_reduce(sums, variables)), variables)
-            helper.clear()
+            return apply(grads, variables)
 
         def only_count():
             self.iterations.assign_add(1)
 
-        tf.cond(tf.equal(helper.counter, helper.passes), reduce_and_apply, only_count)
+        tf.cond(tf.equal(self._agg_helper.counter, 0), lambda: apply(grads, variables), only_count)
 
     def apply_gradients(self, grads_and_vars, **kwargs):
         """Keras' apply_gradients; Horovod's keyword ``experimental_aggregate_gradients`` (Keras 2)
-        is accepted and has no effect: the gradients are reduced in apply()."""
+        is accepted and has no effect."""
         kwargs.pop('experimental_aggregate_gradients', None)
         if kwargs:
             raise TypeError(f"apply_gradients() got unexpected keyword arguments {sorted(kwargs)}")
@@ -109,8 +128,8 @@ class _DistributedOptimizer:
 
     def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
         """Horovod's (Keras 2) compute step: (gradient, variable) pairs of ``loss`` (a tensor
-        recorded by ``tape``, or a callable). These are this rank's gradients; apply() averages
-        them over the ranks."""
+        recorded by ``tape``, or a callable), the gradients averaged over the ranks (or aggregated,
+        with backward_passes_per_step). Passed to apply_gradients(), they are not reduced again."""
         var_list = list(var_list)
         if tape is None:
             tape = tf.GradientTape()
@@ -120,16 +139,13 @@ class _DistributedOptimizer:
         elif callable(loss):
             with tape:
                 loss = loss()
-        grads = tape.gradient(loss, var_list, grad_loss)
+        grads = self._ringrun_reduce(tape.gradient(loss, var_list, grad_loss), var_list)
+        self._ringrun_reduced_ids = {id(g) for g in grads if g is not None}
         return list(zip(grads, var_list))
 
     def compute_gradients(self, loss, var_list, tape=None):
         """See _compute_gradients()."""
         return self._compute_gradients(loss, var_list, None, tape)
-
-    def _ringrun_reduce(self, grads, variables):
-        return _reduce_except_local(self._ringrun_allreduce, grads, variables, self._ringrun_local,
-                                    self._ringrun_scale_local)
 
 
 def create_distributed_optimizer(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
@@ -151,6 +167,7 @@ def create_distributed_optimizer(optimizer, name, device_dense, device_sparse, c
     distributed._agg_helper = (None if backward_passes_per_step == 1 else
                                _LocalAggregation(backward_passes_per_step, average_aggregated_gradients,
                                                  sparse_as_dense))
+    distributed._ringrun_reduced_ids = set()
     distributed.process_set = process_set
     return distributed
 
