@@ -107,6 +107,25 @@ def plain_states():
         return k * 2
 
     assert once(tf_state, 3) == 6 and calls == [3]  # not elastic: sync, then one call
+
+    # The Keras callbacks drive a state from fit(): batch and epoch kept, a commit every 2 batches.
+    class Counted(hvd_keras.elastic.KerasState):
+        commits = 0
+
+        def commit(self):
+            Counted.commits += 1
+            super().commit()
+
+    model.compile(optimizer=hvd_keras.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss='mse')
+    counted = Counted(model, batch=0, epoch=3)
+    seen = []
+    record = keras.callbacks.LambdaCallback(on_batch_end=lambda b, logs: seen.append(counted.batch))
+    model.fit(np.ones((8, 2), np.float32), np.ones((8, 2), np.float32), batch_size=2, epochs=2, verbose=0,
+              callbacks=[hvd_keras.elastic.CommitStateCallback(counted, batches_per_commit=2),
+                         hvd_keras.elastic.UpdateBatchStateCallback(counted),
+                         hvd_keras.elastic.UpdateEpochStateCallback(counted), record])
+    assert seen == [0, 1, 2, 3] * 2 and counted.batch == 0 and counted.epoch == 5, (seen, counted.batch, counted.epoch)
+    assert Counted.commits == 2 * (2 + 1), Counted.commits  # every 2 of 4 batches, and each epoch's end
     print(f"PLAIN {r} OK", flush=True)
 
 

@@ -109,6 +109,10 @@ raises(ValueError, ['groups'], lambda: hvd.DistributedGradientTape(tf.GradientTa
 raises(ValueError, ['backward_passes_per_step'],
        lambda: hvd_keras.DistributedOptimizer(keras.optimizers.SGD(), backward_passes_per_step=0))
 raises(ValueError, ['op must be Average or Sum'], lambda: hvd.reducescatter(tf.ones([N]), op=hvd.Max))
+xla_opt = hvd_keras.DistributedOptimizer(keras.optimizers.SGD(0.1))
+xla_var = tf.Variable([1.0])
+raises(ValueError, ['jit_compile=False'], lambda: tf.function(
+    lambda: xla_opt.apply_gradients([(tf.ones([1]), xla_var)]), jit_compile=True)())
 
 # The import's one line when the op library and TensorFlow do not match.
 assert tensorflow_build.mismatch('2.21.0', '2.21.0') is None
