@@ -46,7 +46,7 @@ def run(mode, *flags):
 
 def driver():
     out = run("warn", "--stall-check-warning-time-seconds", "1")
-    warnings = re.findall(r"\[0\]<stderr>:ringrun: stall warning: tensor 'late.tensor' .* has waited ([0-9.]+) s: "
+    warnings = re.findall(r"\[0\]<stderr>:ringrun: stall warning: tensor 'allreduce.late.tensor' .* has waited ([0-9.]+) s: "
                           r"submitted by rank 0, not by rank 1", out)
     assert warnings and float(warnings[0]) >= 1.0, out
     assert "RANK 0 completed" in out and "RANK 1 completed" in out, out
@@ -56,8 +56,8 @@ def driver():
     assert set(raised) == {"0", "1"}, out
     assert 1.0 <= raised["0"] < LATE, out
     assert 1.0 <= raised["1"] < 5.0, out
-    assert re.search(r"RANK 0 raised .*tensor 'late.tensor'.*stalled.*not by rank 1", out), out
-    assert re.search(r"RANK 1 raised .*tensor 'late.tensor'.*stalled.*not by rank 0", out), out
+    assert re.search(r"RANK 0 raised .*tensor 'allreduce.late.tensor'.*stalled.*not by rank 1", out), out
+    assert re.search(r"RANK 1 raised .*tensor 'allreduce.late.tensor'.*stalled.*not by rank 0", out), out
     print(f"warnings at {warnings} s; stall shutdown raised on rank 0 after {raised['0']} s, rank 1 after {raised['1']} s")
 
 

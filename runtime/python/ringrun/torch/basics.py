@@ -1,55 +1,24 @@
-"""Initialisation, the rank queries, reduction ops, dtypes and the handles of pending ops.
-
-The rest of ``ringrun.torch`` builds on these; users import them from ``ringrun.torch``.
+"""The torch side of the basics: dtypes, the checks a tensor passes, and the handles of pending
+ops (poll, synchronize). Initialisation, the queries, ops, errors and process sets are
+``ringrun.common.basics``'s; users import all of them from ``ringrun.torch``.
 """
 
-import atexit
 import itertools
 import threading
 
 import torch
 
 from ringrun import _ringrun
-from ringrun import process_sets as _process_sets
-from ringrun.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set  # noqa: F401
+from ringrun.common import basics as _common
+from ringrun.common.basics import (  # noqa: F401 - ringrun.torch's names
+    Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, InternalError, Max, Min, Product, ProcessSet, Sum,
+    _ADASUM_CALLS, _OP_NAMES, _op_code, _set_id, _set_rank, _set_size, add_process_set, ccl_built, cross_rank,
+    cross_size, cuda_built, ddl_built, global_process_set, gloo_built, gloo_enabled, is_homogeneous, is_initialized,
+    local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank, remove_process_set,
+    rocm_built, shutdown, size, start_timeline, stop_timeline)
 from ringrun.torch.version import check_torch_version
 
 check_torch_version(torch.__version__)
-
-InternalError = _ringrun.InternalError
-InternalError.__doc__ = (
-    "A collective failed because of another rank or the job: a mismatch across ranks (size, dtype, "
-    "name), a dead peer, a stall past --stall-check-shutdown-time-seconds. Raised on every rank. "
-    "A RuntimeError; also exported as HorovodInternalError.")
-HorovodInternalError = InternalError
-
-
-class HostsUpdatedInterrupt(RuntimeError):
-    """Raised on every rank by an elastic State's commit() (check_host_updates) when the world is
-    about to change: processes were added, removed, or one asked to leave (SIGTERM).
-
-    ``skip_sync``: True when the next world only loses processes, so the members' committed state
-    is already equal and ``ringrun.torch.elastic.run`` does not broadcast it again.
-    """
-
-    def __init__(self, skip_sync=False):
-        super().__init__("the hosts of the elastic job changed: re-forming the world")
-        self.skip_sync = skip_sync
-
-
-# Reduction ops, as horovod.torch names them. Average divides the sum by the number of ranks of the
-# op's process set (integer division on integer dtypes).
-Sum = _ringrun.SUM
-Average = _ringrun.AVERAGE
-Min = _ringrun.MIN
-Max = _ringrun.MAX
-Product = _ringrun.PRODUCT
-Adasum = _ringrun.ADASUM  # whole-tensor, allreduce only (ringrun/torch/adasum.py)
-
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product", Adasum: "Adasum"}
-# The calls that take op=Adasum, as in Horovod (its reducescatter refuses it).
-_ADASUM_CALLS = frozenset({"allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
-                           "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_"})
 
 _DTYPES = {
     torch.float32: _ringrun.FLOAT32,
@@ -74,168 +43,7 @@ def init(comm=None, process_sets=None):
     again. ``comm`` (an MPI communicator) is Horovod's option for running inside an MPI program:
     ringrun has no MPI controller, so it raises NotImplementedError.
     """
-    if comm is not None:
-        raise NotImplementedError("ringrun.torch.init(comm=...): ringrun does not run over an MPI communicator; "
-                                  "start the program with ringrun and use process_sets= for subsets of ranks")
-    first = not _ringrun.is_initialized()
-    _ringrun.init()
-    _register_shutdown()
-    if first:
-        _process_sets._init_process_sets(None if isinstance(process_sets, str) else process_sets)
-
-
-def shutdown():
-    """Stops the runtime: pending async ops fail, the connections close. Collective; at exit too."""
-    try:
-        if _ringrun.is_initialized():
-            _ringrun.finalize()
-    finally:
-        _drop_pending()  # after the engine stopped: nothing writes into their outputs any more
-
-
-def is_initialized():
-    """True between init() and shutdown()."""
-    return _ringrun.is_initialized()
-
-
-def size():
-    """The number of ranks in the job."""
-    return _ringrun.size()
-
-
-def rank():
-    """This process's rank, 0 .. size() - 1."""
-    return _ringrun.rank()
-
-
-def local_size():
-    """The number of ranks on this host."""
-    return _ringrun.local_size()
-
-
-def local_rank():
-    """This process's index among the ranks of its host: the GPU to use (torch.cuda.set_device)."""
-    return _ringrun.local_rank()
-
-
-def cross_size():
-    """The number of ranks with this process's local rank (one per host on a uniform job)."""
-    return _ringrun.cross_size()
-
-
-def cross_rank():
-    """This process's rank among the ranks with its local rank."""
-    return _ringrun.cross_rank()
-
-
-def is_homogeneous():
-    """True when every host runs the same number of ranks."""
-    return size() == local_size() * cross_size()
-
-
-def nccl_built():
-    """The NCCL version this build reduces CUDA tensors with (e.g. 22809 for 2.28.9), or 0 without NCCL."""
-    return int(_ringrun.NCCL_VERSION)
-
-
-def cuda_built():
-    """True when this build handles CUDA tensors (through NCCL)."""
-    return nccl_built() > 0
-
-
-def rocm_built():
-    """Always False: ringrun has no ROCm build."""
-    return False
-
-
-def mpi_built():
-    """False: ringrun's runtime does not use MPI (it runs MPI programs, but talks TCP and shared memory)."""
-    return False
-
-
-def mpi_enabled():
-    """False: see mpi_built()."""
-    return False
-
-
-def gloo_built():
-    """False: ringrun's runtime has its own TCP and shared-memory transports, not Gloo."""
-    return False
-
-
-def gloo_enabled():
-    """False: see gloo_built()."""
-    return False
-
-
-def ccl_built():
-    """False: ringrun has no oneCCL build."""
-    return False
-
-
-def ddl_built():
-    """False: ringrun has no IBM DDL build."""
-    return False
-
-
-def mpi_threads_supported():
-    """False: see mpi_built()."""
-    return False
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Starts writing the Chrome trace of every op (rank 0 writes it) to ``file_path``, replacing
-    any timeline already being written. ``mark_cycles``: mark each negotiation cycle that had work.
-    The same as ``ringrun --timeline-filename`` from the start; call it on every rank."""
-    if not file_path:
-        raise ValueError("start_timeline: file_path is empty")
-    _ringrun.start_timeline(str(file_path), bool(mark_cycles))
-
-
-def stop_timeline():
-    """Stops writing the timeline and closes its file (valid JSON). Call it on every rank."""
-    _ringrun.stop_timeline()
-
-
-_shutdown_registered = False
-
-
-def _register_shutdown():
-    global _shutdown_registered
-    if not _shutdown_registered:
-        _shutdown_registered = True
-        atexit.register(_shutdown_at_exit)
-
-
-def _shutdown_at_exit():
-    try:
-        shutdown()
-    except Exception:  # noqa: BLE001 - a peer that died first must not turn a clean exit into a traceback
-        pass
-
-
-def _op_code(op, average, what):
-    """The C op of Horovod's (op, average) pair: op=None means Average."""
-    if average is not None:
-        if op is not None:
-            raise ValueError(f"{what}: give either op or the deprecated average, not both")
-        return Average if average else Sum
-    if op is None:
-        return Average
-    if op == Adasum and what not in _ADASUM_CALLS:
-        raise NotImplementedError(f"{what}: op=Adasum is an allreduce op only (as in Horovod); use Average or Sum")
-    if op not in _OP_NAMES:
-        raise ValueError(f"{what}: unknown op {op!r}; use Average, Sum, Min, Max or Product")
-    return op
-
-
-def _set_id(process_set, what):
-    """The runtime's id of a process_set argument (0: every rank)."""
-    return _process_sets._id_of(process_set, what)
-
-
-def _set_size(process_set):
-    return size() if process_set is None or process_set is global_process_set else process_set.size()
+    _common._init(comm, process_sets, "ringrun.torch")
 
 
 def _dtype_code(tensor, what):
@@ -374,3 +182,7 @@ def _drop_pending():
             _wait_all(p)
         except Exception:  # noqa: BLE001 - the op belonged to the world being left
             pass
+
+
+# After shutdown every pending op has failed and no engine writes into its outputs: release them.
+_common._after_shutdown.append(_drop_pending)

@@ -7,31 +7,7 @@ overflow for large gradients); other dtypes pass unchanged. ``Compression.none``
 
 import torch
 
-
-class Compressor:
-    """Compresses a tensor before an allreduce and restores it after."""
-
-    @staticmethod
-    def compress(tensor):
-        """Returns (compressed tensor, context for decompress)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        """Returns the tensor restored with the context that compress returned."""
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from ringrun.common.compression import Compressor, NoneCompressor  # noqa: F401
 
 
 class _CastCompressor(Compressor):

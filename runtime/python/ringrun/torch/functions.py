@@ -1,12 +1,10 @@
 """Model, optimizer and object broadcasts: horovod.torch's functions over ringrun's collectives."""
 
-import ctypes
-import pickle
-
 import torch
 
+from ringrun.common import objects as _objects
 from ringrun.torch.basics import global_process_set, rank, synchronize
-from ringrun.torch.gather_ops import allgather, broadcast_, broadcast_async_
+from ringrun.torch.gather_ops import broadcast_async_
 
 __all__ = ['broadcast_parameters', 'broadcast_optimizer_state', 'broadcast_object',
            'allgather_object']
@@ -107,15 +105,6 @@ def broadcast_optimizer_state(optimizer, root_rank):
         optimizer.state[p][key] = value
 
 
-def _to_bytes_tensor(obj):
-    return torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-
-
-def _from_bytes(tensor):
-    tensor = tensor.contiguous()
-    return pickle.loads(ctypes.string_at(tensor.data_ptr(), tensor.numel()))
-
-
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Return root_rank's obj on every rank of the set (any picklable object, e.g. a state_dict or
     an epoch).
@@ -127,20 +116,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
             type's name as in Horovod, so that ranks passing None instead of obj still match).
         process_set: the ranks that take part (default: every rank).
     """
-    if name is None:
-        name = 'broadcast_object'
-    if rank() == root_rank:
-        data = _to_bytes_tensor(obj)
-        length = torch.tensor([data.numel()], dtype=torch.int64)
-        broadcast_(length, root_rank, name=name + '.sz', process_set=process_set)
-    else:
-        length = torch.zeros(1, dtype=torch.int64)
-        broadcast_(length, root_rank, name=name + '.sz', process_set=process_set)
-        data = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(data, root_rank, name=name + '.t', process_set=process_set)
-    if rank() == root_rank:
-        return obj
-    return _from_bytes(data)
+    return _objects.broadcast_object(obj, root_rank, name, process_set)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
@@ -153,14 +129,4 @@ def allgather_object(obj, name=None, process_set=global_process_set):
             type's name as in Horovod, so that objects of different types still match).
         process_set: the ranks that take part (default: every rank).
     """
-    if name is None:
-        name = 'allgather_object'
-    data = _to_bytes_tensor(obj)
-    sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=name + '.sz',
-                      process_set=process_set).tolist()
-    gathered = allgather(data, name=name + '.t', process_set=process_set)
-    objects, start = [], 0
-    for n in sizes:
-        objects.append(_from_bytes(gathered[start:start + n]))
-        start += n
-    return objects
+    return _objects.allgather_object(obj, name, process_set)

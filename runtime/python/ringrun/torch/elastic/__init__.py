@@ -41,20 +41,13 @@ Differences from Horovod: ``TorchState.sync()`` also makes what it received the 
 on host updates with a MAX allreduce (``ringrun.elastic.check``), not a broadcast from rank 0.
 """
 
-import functools
-import signal
-import threading
-
-from ringrun import _ringrun
+from ringrun.common.elastic import run_fn
 from ringrun.torch import basics, submission
-from ringrun.torch.basics import HostsUpdatedInterrupt, InternalError
+from ringrun.torch.basics import HostsUpdatedInterrupt, InternalError  # noqa: F401 - horovod.torch.elastic's names
 from ringrun.torch.elastic.sampler import ElasticSampler
-from ringrun.torch.elastic.state import ObjectState, State, TorchState, _leave_requested
+from ringrun.torch.elastic.state import ObjectState, State, TorchState
 
 __all__ = ['run', 'State', 'ObjectState', 'TorchState', 'ElasticSampler', 'HostsUpdatedInterrupt']
-
-# Tries of ringrun_reset() when a member is lost while the next world forms.
-_RESET_TRIES = 4
 
 
 def run(func):
@@ -63,68 +56,12 @@ def run(func):
     The wrapper syncs ``state`` from rank 0, then calls ``func``. When ``func`` raises
     ``InternalError`` (a peer died), the state goes back to its last commit; when it raises
     ``HostsUpdatedInterrupt`` (from ``state.commit()``), the state stays. Either way the process
-    joins the next world, ``state.on_reset()`` runs the reset callbacks, the state is synced again
-    (unless only processes left) and ``func`` is called again. Returns ``func``'s result.
+    joins the next world (pending ops are dropped and automatic names restart, as in a newcomer),
+    ``state.on_reset()`` runs the reset callbacks, the state is synced again (unless only processes
+    left) and ``func`` is called again. Returns ``func``'s result.
 
     A process that is not in the next world (it left on SIGTERM, or the job ended) raises
     ``SystemExit(0)``. Do not call collectives before ``func`` that newcomers would not make: a
     newcomer's first collectives are the sync's.
     """
-
-    @functools.wraps(func)
-    def wrapper(state, *args, **kwargs):
-        if not _ringrun.elastic_enabled():
-            state.sync()
-            return func(state, *args, **kwargs)
-        previous = _catch_sigterm()
-        skip_sync = False
-        try:
-            while True:
-                try:
-                    if not skip_sync:
-                        state.sync()
-                    return func(state, *args, **kwargs)
-                except InternalError:
-                    state.restore()
-                    skip_sync = False
-                except HostsUpdatedInterrupt as e:
-                    skip_sync = e.skip_sync
-                _reset()
-                state.on_reset()
-        finally:
-            _restore_sigterm(previous)
-
-    return wrapper
-
-
-def _reset():
-    """Leaves this world and joins the next: pending ops are dropped, automatic names restart
-    (as in a newcomer), then the runtime re-forms. SystemExit(0) when this process is not in it."""
-    basics._drop_pending()
-    submission.reset_names()
-    for attempt in range(_RESET_TRIES):
-        try:
-            _ringrun.reset()
-            return
-        except InternalError as e:
-            code = getattr(e, 'code', None)
-            if code == _ringrun.ERR_REMOVED:
-                raise SystemExit(0) from None
-            if code != _ringrun.ERR_RESET or attempt == _RESET_TRIES - 1:
-                raise
-
-
-def _on_sigterm(signum, frame):
-    _leave_requested.set()
-
-
-def _catch_sigterm():
-    """SIGTERM means "leave at the next commit" while run() runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _on_sigterm)
-
-
-def _restore_sigterm(previous):
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+    return run_fn(func, before_reset=(basics._drop_pending, submission.reset_names))

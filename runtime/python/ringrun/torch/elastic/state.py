@@ -1,127 +1,20 @@
 """Elastic training state: what ringrun.torch.elastic.run commits, restores and broadcasts.
 
-``State`` is the protocol, ``ObjectState`` keeps picklable attributes, ``TorchState`` adds models,
-optimizers, LR schedulers and ElasticSamplers (each through a handler). As in Horovod:
-
-- ``commit()`` saves the state in host memory, then checks whether the world changes (a process
-  added, lost or leaving) and raises ``HostsUpdatedInterrupt`` on every rank if so;
-- ``restore()`` goes back to the last commit (after a failed collective);
-- ``sync()`` broadcasts rank 0's state to every rank (at the start and after each reset); what it
-  received is the new restore point.
+``State`` is the protocol and ``ObjectState`` keeps picklable attributes (both in
+``ringrun.common.elastic``, which says what commit, restore and sync do); ``TorchState`` adds
+models, optimizers, LR schedulers and ElasticSamplers, each through a handler.
 """
 
 import copy
-import threading
 
 import torch
 
-from ringrun import _ringrun
-from ringrun.torch.basics import HostsUpdatedInterrupt, Max, rank
+from ringrun.common.elastic import ObjectState, State  # noqa: F401 - this module's names
+from ringrun.torch.basics import rank
 from ringrun.torch.elastic.sampler import ElasticSampler
 from ringrun.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
-from ringrun.torch.reduce_ops import allreduce_
 
 __all__ = ['State', 'ObjectState', 'TorchState']
-
-# Set by the SIGTERM handler of ringrun.torch.elastic.run: this process leaves at its next commit.
-_leave_requested = threading.Event()
-
-CHECK_NAME = 'ringrun.elastic.check'
-
-
-class State:
-    """Tracks state that every rank keeps alike, and the reset callbacks.
-
-    Args:
-        bcast_object: a function that returns rank 0's copy of an object on every rank.
-        get_rank: a function that returns this process's rank.
-    """
-
-    def __init__(self, bcast_object, get_rank):
-        self._bcast_object = bcast_object
-        self._rank = get_rank
-        self._reset_callbacks = []
-
-    def register_reset_callbacks(self, callbacks):
-        """Adds functions called (without arguments) after each reset, once the new world is
-        formed, before the state is synced: e.g. to scale the learning rate with size()."""
-        self._reset_callbacks.extend(callbacks)
-
-    def on_reset(self):
-        self.reset()
-        for callback in self._reset_callbacks:
-            callback()
-
-    def commit(self):
-        """Saves the state (``save()``), then checks for a change of the world
-        (``check_host_updates()``). A commit copies the state: commit every few batches, trading
-        its cost against the batches redone after a failure."""
-        self.save()
-        self.check_host_updates()
-
-    def check_host_updates(self):
-        """Raises ``HostsUpdatedInterrupt`` on every rank when the launcher has published a newer
-        world or any rank asked to leave (SIGTERM). Collective: every rank must call it (commit()
-        does). The ranks agree with a MAX allreduce, so all raise at the same commit."""
-        if not _ringrun.elastic_enabled():
-            return
-        latest, added = _ringrun.elastic_status()
-        leaving = _leave_requested.is_set()
-        if leaving:
-            _ringrun.elastic_leave()  # posted before the agreement: the launcher then sees a leave
-        epoch = _ringrun.epoch()
-        agreed = torch.tensor([latest, int(added), int(leaving)], dtype=torch.int64)
-        allreduce_(agreed, name=CHECK_NAME, op=Max)
-        latest, added, leave = (int(v) for v in agreed.tolist())
-        if latest > epoch or leave:
-            # Only losing processes (or one leaving): the committed state is equal on every rank,
-            # no broadcast needed. Several newer worlds: one of them may have added a process.
-            raise HostsUpdatedInterrupt(skip_sync=not added and latest <= epoch + 1)
-
-    def save(self):
-        """Saves the state in host memory."""
-        raise NotImplementedError()
-
-    def restore(self):
-        """Goes back to the last saved state, undoing what was not committed."""
-        raise NotImplementedError()
-
-    def sync(self):
-        """Makes every rank's state rank 0's. Collective."""
-        raise NotImplementedError()
-
-    def reset(self):
-        """Adapts the state to the new world after a reset, before it is synced."""
-
-
-class ObjectState(State):
-    """State of picklable Python objects, given as keyword arguments and kept as attributes.
-
-    Args:
-        bcast_object: a function that returns rank 0's copy of an object on every rank.
-        get_rank: a function that returns this process's rank.
-        kwargs: the attributes, with their initial values.
-    """
-
-    def __init__(self, bcast_object, get_rank, **kwargs):
-        self._saved_state = kwargs
-        self._set_attrs()
-        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
-
-    def save(self):
-        self._saved_state = {attr: getattr(self, attr) for attr in self._saved_state}
-
-    def restore(self):
-        self._set_attrs()
-
-    def sync(self):
-        if self._saved_state:
-            self._saved_state = self._bcast_object(self._saved_state)
-            self._set_attrs()
-
-    def _set_attrs(self):
-        for attr, value in self._saved_state.items():
-            setattr(self, attr, value)
 
 
 class TorchState(ObjectState):
@@ -229,10 +122,16 @@ class SamplerStateHandler(_StateDictHandler):
         self.value.reset()  # the new rank and size, also when the sync is skipped
 
 
+# torch >= 2.0 schedulers derive from LRScheduler (StepLR is no longer an _LRScheduler) and
+# ReduceLROnPlateau derived from neither before 2.2; all of them have state_dict().
+_SCHEDULER_TYPES = tuple({getattr(torch.optim.lr_scheduler, name) for name in
+                          ('LRScheduler', '_LRScheduler', 'ReduceLROnPlateau')
+                          if hasattr(torch.optim.lr_scheduler, name)})
+
 _handler_registry = [
     (torch.nn.Module, ModelStateHandler),
     (torch.optim.Optimizer, OptimizerStateHandler),
-    (torch.optim.lr_scheduler._LRScheduler, LRSchedulerStateHandler),
+    (_SCHEDULER_TYPES, LRSchedulerStateHandler),
     (ElasticSampler, SamplerStateHandler),
 ]
 

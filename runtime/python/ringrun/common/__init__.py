@@ -1,0 +1,2 @@
+"""What ringrun's framework bindings share (no framework imported): ``basics`` (init, ranks,
+errors, reduction ops) and ``elastic`` (the elastic State protocol and the retry loop of ``run``)."""
