@@ -201,34 +201,19 @@ const char* ringrun_transport_name(void) {
 using ringrun::engine::OpRequest;
 
 int ringrun_allreduce(const void* send, void* recv, size_t count, ringrun_dtype dtype, ringrun_op op) {
-  OpRequest request;
-  request.kind = Collective::allreduce;
-  request.send = send;
-  request.recv = recv;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::allreduce, send, recv, count, dtype);
   request.op = op;
   return ringrun::engine::synchronous_collective("ringrun_allreduce", request);
 }
 
 int ringrun_broadcast(void* buf, size_t count, ringrun_dtype dtype, int root) {
-  OpRequest request;
-  request.kind = Collective::broadcast;
-  request.send = buf;
-  request.recv = buf;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::broadcast, buf, buf, count, dtype);
   request.root = root;
   return ringrun::engine::synchronous_collective("ringrun_broadcast", request);
 }
 
 int ringrun_allgather(const void* send, size_t count, ringrun_dtype dtype, void* recv) {
-  OpRequest request;
-  request.kind = Collective::allgather;
-  request.send = send;
-  request.recv = recv;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::allgather, send, recv, count, dtype);
   return ringrun::engine::synchronous_collective("ringrun_allgather", request);
 }
 
