@@ -7,14 +7,15 @@
 #   CASE: node_lost (n4's ranks SIGKILL themselves) | node_down (scontrol sets n4 DOWN) |
 #         drain (n4 drained: its ranks leave; resumed: new ranks fill its slots) |
 #         hosts (-H hosts: an mpirun per process; n4's ranks SIGKILL themselves) |
-#         grow (a 3-node job is handed n4 by Slurm's job expansion; new ranks fill it)
+#         grow (a 3-node job is handed n4 by Slurm's job expansion; new ranks fill it) |
+#         interrupt (SIGINT to ringrun: every member stops within 2 s, no step is left)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BUILD=$(cd "${1:?usage: cluster_elastic_test.sh BUILD_DIR CASE}" && pwd)
 CASE=${2:?usage: cluster_elastic_test.sh BUILD_DIR CASE}
-declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4 [grow]=rre5)
+declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4 [grow]=rre5 [interrupt]=rre6)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 PREFIX=${prefixes[$CASE]}
 source "$HERE/cluster_common.sh"
@@ -126,6 +127,32 @@ case_grow() {
   check_end "$job" "$state" 8 8
   grep -qE '^ringrun: elastic: host n4 offers 2 slots instead of 0; world 1 has 8 ranks; ids 6, 7 start as ranks 6, 7$' "$out" ||
     fail "grow: no line for n4 joining"
+}
+
+# Ctrl-C to ringrun (SIGINT to it alone, as a terminal sends it: each member's srun is in a process
+# group of its own): every member stops within 2 s, as in the other modes, not after
+# --grace-period (srun passes one SIGINT on to its task only with --disable-status); ringrun
+# prints the other modes' summary and exits 130, and no member process or step is left.
+case_interrupt() {
+  local script job out launcher start elapsed state
+  script=$(job_script interrupt.sh "exec '$RINGRUN' --min-np 4 -- '$RANK' 99 0 1000000")
+  job=$(submit --no-kill --no-requeue -N4 --ntasks-per-node=2 "$script")
+  out=$OUT/job-$job.out
+  wait_lines "$out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 8 || return
+  # The oldest: ringrun's guard (supervisor/rank_spawn.hpp) is a clone with the same command line.
+  launcher=$(pgrep -o -f "^$RINGRUN --min-np 4 -- $RANK ") || { fail "interrupt: no ringrun process"; return; }
+  start=$(date +%s%N)
+  kill -INT "$launcher"
+  while pgrep -f "$RANK" >/dev/null && (($(date +%s%N) - start < 30000000000)); do sleep 0.02; done
+  elapsed=$((($(date +%s%N) - start) / 1000000))
+  echo "interrupt: the members' processes were gone $elapsed ms after the SIGINT"
+  ((elapsed <= 2000)) || fail "interrupt: the members took $elapsed ms to stop, want at most 2000"
+  state=$(wait_done "$job" 30)
+  [[ $state == "FAILED 130:0" ]] || fail "interrupt: job $job ended '$state', want 'FAILED 130:0' (ringrun's 128+SIGINT)"
+  [[ $(grep -c '^ringrun: received SIGINT; stopped 8 ranks$' "$out") -eq 1 ]] ||
+    fail "interrupt: no summary line 'ringrun: received SIGINT; stopped 8 ranks'"
+  [[ -z $(run squeue -h -s -j "$job" 2>/dev/null) ]] || fail "interrupt: steps of job $job are left"
+  if pgrep -fa "$OUT/" >&2; then fail "interrupt: processes left (above)"; fi
 }
 
 run_case cluster_elastic
