@@ -5,7 +5,7 @@
 # without root, network namespaces or Slurm.
 #   cluster_launcher_test.sh BUILD_DIR CASE
 #   CASE: srun_env | mpirun_env | failure_scancel | allreduce | templates | argv | doctor | output_stress | torch
-#         | launcher_noise
+#         | launcher_noise | interrupt
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +16,7 @@ TRAIN=$BUILD/bin/ringrun-example-train
 
 declare -A prefixes=([srun_env]=rrl1 [mpirun_env]=rrl2 [failure_scancel]=rrl3 [allreduce]=rrl4 [templates]=rrl5
   [argv]=rrl6 [doctor]=rrl7 [output_stress]=rrl8 [torch]=rrl9 [launcher_noise]=rrl10
-  [mem_bind]=rrl11)
+  [mem_bind]=rrl11 [interrupt]=rrl12)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 PREFIX=${prefixes[$CASE]}
 source "$HERE/cluster_common.sh"
@@ -365,6 +365,34 @@ case_templates() {
   [[ $(grep -c '<stdout>:resumed rank .* from epoch 1 restart 1' "$out") -eq 4 ]] ||
     fail "preemptible: not every rank resumed after the requeue"
   grep -q "requeueing job $job" "$out" || fail "preemptible: the script did not requeue"
+}
+
+# Ctrl-C to ringrun (SIGINT to it alone, as a terminal sends it: srun runs in a process group of
+# its own): the 8 ranks stop within 2 s, not after --grace-period (srun passes one SIGINT on to its
+# tasks only with --disable-status); the summary counts the ranks; exit 130; nothing is left.
+case_interrupt() {
+  local script job out launcher start elapsed state deadline=$((SECONDS + 30))
+  cp /bin/sleep "$OUT/sleeper"
+  script=$(job_script interrupt.sh "exec '$RINGRUN' -- '$OUT/sleeper' 600")
+  job=$(submit -N4 --ntasks-per-node=2 "$script")
+  out=$OUT/job-$job.out
+  until (($(pgrep -fc "^$OUT/sleeper 600") >= 8)); do
+    ((SECONDS < deadline)) || { fail "interrupt: only $(pgrep -fc "^$OUT/sleeper 600") of 8 ranks started in 30 s"; return; }
+    sleep 0.1
+  done
+  # The oldest: ringrun's guard (supervisor/rank_spawn.hpp) is a clone with the same command line.
+  launcher=$(pgrep -o -f "^$RINGRUN -- $OUT/sleeper 600") || { fail "interrupt: no ringrun process"; return; }
+  start=$(date +%s%N)
+  kill -INT "$launcher"
+  while pgrep -f "$OUT/sleeper" >/dev/null && (($(date +%s%N) - start < 30000000000)); do sleep 0.02; done
+  elapsed=$((($(date +%s%N) - start) / 1000000))
+  echo "interrupt: the ranks, srun and ringrun were gone $elapsed ms after the SIGINT"
+  ((elapsed <= 2000)) || fail "interrupt: the ranks took $elapsed ms to stop, want at most 2000"
+  state=$(wait_done "$job" 30)
+  [[ $state == "FAILED 130:0" ]] || fail "interrupt: job $job ended '$state', want 'FAILED 130:0' (ringrun's 128+SIGINT)"
+  [[ $(grep -c '^ringrun: received SIGINT; stopped 8 ranks$' "$out") -eq 1 ]] ||
+    fail "interrupt: no summary line 'ringrun: received SIGINT; stopped 8 ranks'"
+  [[ -z $(run squeue -h -s -j "$job" 2>/dev/null) ]] || fail "interrupt: steps of job $job are left"
 }
 
 run_case cluster_launcher
