@@ -367,32 +367,18 @@ case_templates() {
   grep -q "requeueing job $job" "$out" || fail "preemptible: the script did not requeue"
 }
 
-# Ctrl-C to ringrun (SIGINT to it alone, as a terminal sends it: srun runs in a process group of
-# its own): the 8 ranks stop within 2 s, not after --grace-period (srun passes one SIGINT on to its
-# tasks only with --disable-status); the summary counts the ranks; exit 130; nothing is left.
+# Ctrl-C to ringrun: the 8 ranks of its srun step stop within 2 s, not after --grace-period (srun
+# passes one SIGINT on to its tasks only with --disable-status); the summary counts the ranks.
 case_interrupt() {
-  local script job out launcher start elapsed state deadline=$((SECONDS + 30))
+  local script job deadline=$((SECONDS + 30))
   cp /bin/sleep "$OUT/sleeper"
   script=$(job_script interrupt.sh "exec '$RINGRUN' -- '$OUT/sleeper' 600")
   job=$(submit -N4 --ntasks-per-node=2 "$script")
-  out=$OUT/job-$job.out
   until (($(pgrep -fc "^$OUT/sleeper 600") >= 8)); do
     ((SECONDS < deadline)) || { fail "interrupt: only $(pgrep -fc "^$OUT/sleeper 600") of 8 ranks started in 30 s"; return; }
     sleep 0.1
   done
-  # The oldest: ringrun's guard (supervisor/rank_spawn.hpp) is a clone with the same command line.
-  launcher=$(pgrep -o -f "^$RINGRUN -- $OUT/sleeper 600") || { fail "interrupt: no ringrun process"; return; }
-  start=$(date +%s%N)
-  kill -INT "$launcher"
-  while pgrep -f "$OUT/sleeper" >/dev/null && (($(date +%s%N) - start < 30000000000)); do sleep 0.02; done
-  elapsed=$((($(date +%s%N) - start) / 1000000))
-  echo "interrupt: the ranks, srun and ringrun were gone $elapsed ms after the SIGINT"
-  ((elapsed <= 2000)) || fail "interrupt: the ranks took $elapsed ms to stop, want at most 2000"
-  state=$(wait_done "$job" 30)
-  [[ $state == "FAILED 130:0" ]] || fail "interrupt: job $job ended '$state', want 'FAILED 130:0' (ringrun's 128+SIGINT)"
-  [[ $(grep -c '^ringrun: received SIGINT; stopped 8 ranks$' "$out") -eq 1 ]] ||
-    fail "interrupt: no summary line 'ringrun: received SIGINT; stopped 8 ranks'"
-  [[ -z $(run squeue -h -s -j "$job" 2>/dev/null) ]] || fail "interrupt: steps of job $job are left"
+  interrupt_ringrun "$job" "-- $OUT/sleeper 600" "$OUT/sleeper" 8
 }
 
 run_case cluster_launcher
