@@ -102,7 +102,6 @@ void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
   try {
     g_runtime.communicator = Communicator::create(config);
   } catch (const ringrun::RuntimeError& e) {
-    release_bootstrap_resources();
     throw ringrun::RuntimeError(e.code(), fmt::format("{}: rank {} of {} (from {}): {}", what, boot.rank, boot.size,
                                                       boot.source, e.what()));
   }
@@ -117,7 +116,6 @@ void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
       g_runtime.communicator->abort();
       g_runtime.communicator.reset();
       g_runtime.exchange.reset();
-      release_bootstrap_resources();
       throw;
     }
   }
@@ -129,9 +127,6 @@ void stop_runtime_locked(bool orderly) {
   ringrun::engine::shutdown_process_engine();  // pending async ops fail; its thread joins
   auto communicator = std::move(g_runtime.communicator);
   auto exchange = std::move(g_runtime.exchange);
-  struct Release {
-    ~Release() { release_bootstrap_resources(); }
-  } release;
   if (orderly)
     communicator->finalize();
   else
