@@ -13,11 +13,10 @@ Differences from Horovod: the ranks agree on host updates with a MAX allreduce
 (``ringrun.elastic.check``), not a broadcast from rank 0.
 """
 
+import array
 import functools
 import signal
 import threading
-
-import numpy as np
 
 from ringrun import _ringrun
 from ringrun.common.basics import HostsUpdatedInterrupt, InternalError
@@ -35,9 +34,10 @@ _RESET_TRIES = 4
 
 def _agree_max(values):
     """The elementwise MAX of a few int64 over every rank (a named engine op, as every binding's)."""
-    agreed = np.array(values, dtype=np.int64)
-    address = agreed.ctypes.data
-    _ringrun.wait(_ringrun.allreduce_async(CHECK_NAME, address, address, agreed.size, _ringrun.INT64, _ringrun.MAX))
+    # A stdlib buffer: ringrun.torch must not need numpy, which torch's wheel does not bring.
+    agreed = array.array('q', values)
+    address, count = agreed.buffer_info()
+    _ringrun.wait(_ringrun.allreduce_async(CHECK_NAME, address, address, count, _ringrun.INT64, _ringrun.MAX))
     return [int(v) for v in agreed]
 
 
