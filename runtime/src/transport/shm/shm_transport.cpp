@@ -25,6 +25,7 @@
 #include "transport/shm/shm_layout.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define RINGRUN_CPU_RELAX() _mm_pause()
 #else
@@ -37,6 +38,25 @@ namespace {
 inline void demote(const void* line) {
 #if defined(__x86_64__)
   asm volatile(".byte 0x0f, 0x1c, 0x07" ::"D"(line) : "memory");  // cldemote (%rdi)
+#else
+  (void)line;
+#endif
+}
+
+// Whether this CPU has CLDEMOTE (CPUID leaf 7, ECX bit 25): the small path is shaped around it.
+bool cpu_demotes_lines() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 25)) != 0;
+#else
+  return false;
+#endif
+}
+
+// Takes a line back for writing (PREFETCHW: a hint, a no-op where absent).
+inline void own_line(const void* line) {
+#if defined(__x86_64__)
+  asm volatile("prefetchw (%0)" ::"r"(line));
 #else
   (void)line;
 #endif
@@ -64,6 +84,7 @@ struct SegmentHeader {
   std::uint64_t ranks;
   std::uint64_t slot_bytes;
   std::uint64_t ring_bytes;
+  std::uint64_t inline_bytes;  // the largest allreduce sent inline: the creator's CPU chose it for all
 };
 
 std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
@@ -155,6 +176,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(TcpMesh& mesh, Group group, s
         header->ranks = static_cast<std::uint64_t>(n);
         header->slot_bytes = slot_bytes;
         header->ring_bytes = ring_bytes;
+        header->inline_bytes = cpu_demotes_lines() ? kInlineBytes : shm::kInlineBytesWithoutDemote;
         for (int r = 0; r < n; ++r)
           new (static_cast<char*>(base) + controls_offset() + sizeof(Control) * r) Control{};
         header->magic.store(kMagic, std::memory_order_release);
@@ -207,6 +229,7 @@ ShmTransport::ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t b
     : mesh_(mesh), world_(mesh.world()), group_(std::move(group)), base_(base), bytes_(bytes),
       slot_bytes_(slot_bytes), ring_bytes_(ring_bytes),
       spin_for_(machine_oversubscribed(world_) ? std::chrono::microseconds(0) : kSpinFor),
+      inline_bytes_(static_cast<const SegmentHeader*>(base)->inline_bytes), own_inline_lines_(!cpu_demotes_lines()),
       inputs_(kInlineStride * static_cast<std::size_t>(group_.size())),
       seen_(static_cast<std::size_t>(group_.size())) {}
 
@@ -363,7 +386,7 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces
   const std::size_t bytes = header.bytes();
   const std::size_t esize = dtype_size(header.dtype);
   begin_round(header, true);
-  const bool inline_data = bytes <= kInlineBytes;
+  const bool inline_data = bytes <= inline_bytes_;
   // Inline: every rank's input gathered into inputs_ (see collect_inline); else in the slots.
   auto input = [&](int p) -> const char* { return inline_data ? inline_input(p) : slot(p, round_); };
   char* mine = inline_data ? inline_input(group_.index) : slot(group_.index, round_);
@@ -379,7 +402,7 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces
     check_headers(header);
   } else if ((*verdict = host_verdict()).disagree) {
     publish(me.consumed);
-    own_next_post();
+    own_next_post(inline_data ? bytes : 0);
     return;
   }
   // Every rank reduces everything in rank order: identical results everywhere, one sync.
@@ -390,7 +413,7 @@ void ShmTransport::allreduce_direct(const OpHeader& header, const Pieces& pieces
     if (header.op == RINGRUN_AVERAGE && !verdict) finish_average(out, m, header.dtype, n);
   });
   publish(me.consumed);
-  own_next_post();
+  own_next_post(inline_data ? bytes : 0);
 }
 
 HeaderVerdict ShmTransport::host_allreduce(const OpHeader& header, const void* send, void* recv) {
@@ -402,12 +425,14 @@ HeaderVerdict ShmTransport::host_allreduce(const OpHeader& header, const void* s
 
 // Every peer has arrived at this round, so none still reads my post of the other parity (last
 // round's): take that line back for writing now, so that the next round's post does not wait for
-// the peers' copies to be invalidated (PREFETCHW: a hint, a no-op where absent). 4-256 bytes:
-// 0.04-0.07 us less a call; doing the same for the inline lines measured no better.
-void ShmTransport::own_next_post() {
-#if defined(__x86_64__)
-  asm volatile("prefetchw %0" ::"m"(control(group_.index).inbox[(round_ + 1) & 1].post));
-#endif
+// the peers' copies to be invalidated. 4-256 bytes: 0.04-0.07 us less a call (Intel). The inline
+// lines this round used too where the CPU cannot demote them (AMD EPYC, 64-256 bytes: 0.31-0.35 us
+// against 0.43-0.50; on Intel with CLDEMOTE it measured no better).
+void ShmTransport::own_next_post(std::size_t inline_bytes) {
+  shm::Inbox& next = control(group_.index).inbox[(round_ + 1) & 1];
+  own_line(&next.post);
+  if (!own_inline_lines_) return;
+  for (std::size_t at = kPostBytes, k = 0; at < inline_bytes; at += kLineBytes, ++k) own_line(&next.lines[k]);
 }
 
 char* ShmTransport::inline_input(int rank) { return inputs_.data() + kInlineStride * static_cast<std::size_t>(rank); }

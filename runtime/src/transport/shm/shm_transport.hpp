@@ -122,7 +122,7 @@ class ShmTransport final : public Transport {
   char* inline_input(int rank);  // rank's input of a small allreduce, gathered by collect_inline
   void post_inline(const char* input, std::size_t bytes);
   void collect_inline(std::size_t bytes);
-  void own_next_post();  // takes back the line of the next round's post
+  void own_next_post(std::size_t inline_bytes);  // takes back the next round's post (and inline lines)
 
   TcpMesh& mesh_;
   const World& world_;
@@ -132,6 +132,8 @@ class ShmTransport final : public Transport {
   std::size_t slot_bytes_;
   std::size_t ring_bytes_;  // one ring chunk
   std::chrono::microseconds spin_for_;  // kSpinFor, or 0 on an oversubscribed machine
+  std::size_t inline_bytes_;  // allreduces up to this size go inline (the segment's creator chose it)
+  bool own_inline_lines_;  // own_next_post takes the inline lines back too (no CLDEMOTE)
   std::uint32_t round_ = 0;  // last round started; every rank runs the same rounds
   std::uint32_t seen_arrived_ = 0;  // the last round every peer was seen arriving at
   std::uint32_t chunk_ = 0;  // last ring chunk used; every rank runs the same chunks
