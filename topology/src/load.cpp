@@ -23,6 +23,7 @@
 #include "ringrun/topology.hpp"
 #include "ringrun/topology_cache.hpp"
 #include "native/readers.hpp"
+#include "nic_order.hpp"
 
 namespace ringrun::topology {
 namespace {
@@ -280,20 +281,7 @@ class Reader {
       nic.netdevs = {os->name};
       add_nic(t, std::move(nic), pci);
     }
-    // PCI bus order, then name; keep nic_objects_ aligned.
-    std::vector<size_t> order(t.nics.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return std::tie(t.nics[a].bus_id, t.nics[a].name) < std::tie(t.nics[b].bus_id, t.nics[b].name);
-    });
-    std::vector<Nic> nics;
-    std::vector<hwloc_obj_t> objects;
-    for (size_t i : order) {
-      nics.push_back(std::move(t.nics[i]));
-      objects.push_back(nic_objects_[i]);
-    }
-    t.nics = std::move(nics);
-    nic_objects_ = std::move(objects);
+    sort_nics(t.nics, nic_objects_);
   }
 
   void add_nic(Topology& t, Nic nic, hwloc_obj_t location) {

@@ -123,7 +123,9 @@ class SrunBackend final : public ClusterBackend {
                                          const Environment& env) const override {
     std::vector<std::string> argv = {"srun", fmt::format("--ntasks={}", plan.world_size),
                                      fmt::format("--nodes={}", plan.hosts.size()), "--distribution=block",
-                                     "--kill-on-bad-exit=1"};
+                                     "--kill-on-bad-exit=1", "--disable-status"};
+    // --disable-status: Ctrl-C reaches the ranks at once, as in the other modes; srun alone
+    // would only print its status (ringrun(1), DESCRIPTION).
     // The task shim pins each rank from the topology, so srun must not bind as well. Under
     // TaskPlugin=task/none srun binds nothing and warns about any --cpu-bind: ask only where
     // the cluster's configuration can bind.
@@ -186,8 +188,10 @@ class SrunBackend final : public ClusterBackend {
     Environment base = env;
     base.erase("SLURM_NTASKS_PER_NODE");  // the job's, which a one-task step cannot honour
     const std::string srun = resolve_program("srun", search_path(env));
+    // --disable-status: srun passes one SIGINT (Ctrl-C) on to its task where it would only print
+    // the step's status (ringrun(1), Elastic mode); a second within a second still cancels it.
     std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + r.host, "--overlap",
-                                     "--kill-on-bad-exit=1", "--quiet"};
+                                     "--kill-on-bad-exit=1", "--quiet", "--disable-status"};
     if (cpu_bind_none_) argv.push_back("--cpu-bind=none");
     argv.push_back("--label");
     return member_slot(r, std::move(argv), srun, base, extra);

@@ -291,9 +291,10 @@ void ElasticJob::abandon() {
 }
 
 // The end of a process that outstayed its SIGTERM. A member's srun step is not SIGKILLed at once:
-// its task on another node would live on until the job ends. Two SIGINTs (apart, or they merge
-// into one pending signal) make srun cancel the step (SIGKILL to the task after KillWait) and
-// exit; only an srun still there a grace period later is SIGKILLed.
+// its task on another node would live on until the job ends. srun passes the first SIGINT on to
+// its task (--disable-status); a second within a second (apart, or they merge into one pending
+// signal) makes it cancel the step (SIGKILL to the task after KillWait) and exit; only an srun
+// still there a grace period later is SIGKILLed.
 void ElasticJob::kill_now(Process& p, Clock::time_point now) {
   if (p.spec.retag == OutputRetag::srun_label && p.interrupts < 2) {
     ::kill(p.pid, SIGINT);

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <cstdio>
 #include <sstream>
 
@@ -43,6 +45,12 @@ bool nccl_answer_current(const std::string& line) {
   return path_end != std::string::npos && file_identity(identity.substr(0, path_end)) == identity;
 }
 
+constexpr std::int64_t kNanosecondsPerSecond = 1'000'000'000;
+
+std::int64_t nanoseconds_since_epoch(const timespec& t) {
+  return std::int64_t{t.tv_sec} * kNanosecondsPerSecond + t.tv_nsec;
+}
+
 }  // namespace
 
 std::optional<std::string> private_cache_dir() {
@@ -54,19 +62,70 @@ std::optional<std::string> private_cache_dir() {
   return dir;
 }
 
-void remove_stale_cache_files(const std::string& dir, const std::string& prefix, long max_age_s) {
+std::vector<std::string> cache_entries_to_remove(std::vector<CacheEntry> entries, std::int64_t now_ns,
+                                                 const CacheBound& bound, const std::string& keep) {
+  auto is_job_answer = [](const CacheEntry& e) { return e.name.starts_with("interfaces-"); };
+  // FILE.PID: written, not yet renamed (cache names end in a hex hash, a job id or ".xml").
+  auto is_temporary = [](const CacheEntry& e) {
+    const auto dot = e.name.rfind('.');
+    return dot != std::string::npos && dot + 1 < e.name.size() &&
+           e.name.find_first_not_of("0123456789", dot + 1) == std::string::npos;
+  };
+  auto older_than = [now_ns](const CacheEntry& e, std::int64_t age_s) {
+    return e.written_ns < now_ns - age_s * kNanosecondsPerSecond;
+  };
+  // `keep` first, then newest first (names break ties: the listing's order does not matter).
+  std::sort(entries.begin(), entries.end(), [&keep](const CacheEntry& a, const CacheEntry& b) {
+    if ((a.name == keep) != (b.name == keep)) return a.name == keep;
+    return a.written_ns != b.written_ns ? a.written_ns > b.written_ns : a.name < b.name;
+  });
+  std::vector<std::string> out;
+  std::size_t files = 0, job_answers = 0;
+  for (const CacheEntry& e : entries) {
+    const bool job_answer = is_job_answer(e);
+    const bool expired = job_answer ? older_than(e, bound.max_job_answer_age_s)
+                                    : is_temporary(e) && older_than(e, bound.max_temporary_age_s);
+    const bool over = files >= bound.max_files || (job_answer && job_answers >= bound.max_job_answers);
+    if (e.name != keep && (expired || over)) {
+      out.push_back(e.name);
+      continue;
+    }
+    ++files;
+    job_answers += job_answer ? 1 : 0;
+  }
+  return out;
+}
+
+void prune_cache_dir(const std::string& dir, const CacheBound& bound, const std::string& keep) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
-  const time_t oldest = ::time(nullptr) - max_age_s;
+  std::vector<CacheEntry> entries;
   while (const dirent* e = ::readdir(d)) {
-    if (std::string_view(e->d_name).substr(0, prefix.size()) != prefix) continue;
     struct stat st{};
     // Relative to the directory: a name swapped for a link in between is not followed.
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-        st.st_mtime < oldest)
-      ::unlinkat(::dirfd(d), e->d_name, 0);
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      entries.push_back({e->d_name, nanoseconds_since_epoch(st.st_mtim)});
   }
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  for (const std::string& name : cache_entries_to_remove(std::move(entries), nanoseconds_since_epoch(now), bound, keep))
+    ::unlinkat(::dirfd(d), name.c_str(), 0);
   ::closedir(d);
+}
+
+bool store_cache_file(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.{}", path, ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  const auto slash = path.rfind('/');
+  if (slash != std::string::npos) prune_cache_dir(path.substr(0, slash), kFactCacheBound, path.substr(slash + 1));
+  return true;
 }
 
 std::optional<std::string> file_identity(const std::string& path) {
@@ -97,13 +156,7 @@ std::vector<std::string> cached_fact_lines(const std::string& key, const std::st
   if (lines.empty()) return lines;  // no answer: ask again next time
   for (const auto& l : lines)
     if (!valid(l)) return lines;
-  const std::string tmp = fmt::format("{}.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return lines;
-  const std::string text = fmt::format("{}\n{}\n", key, fmt::join(lines, "\n"));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+  store_cache_file(path, fmt::format("{}\n{}\n", key, fmt::join(lines, "\n")));
   return lines;
 }
 

@@ -5,6 +5,8 @@
 
 #include <ringrun/allocation.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -16,10 +18,37 @@ namespace ringrun {
 // nobody else may write (then nothing is cached).
 std::optional<std::string> private_cache_dir();
 
-// Removes the files of `dir` whose names start with `prefix` and that were last written more
-// than `max_age_s` seconds ago: per-job answers (interfaces-JOB-HASH) would otherwise pile up,
-// one per job, for as long as /tmp lives.
-void remove_stale_cache_files(const std::string& dir, const std::string& prefix, long max_age_s);
+// The bound of the cache directory (ringrun(1), FILES). Per-job answers (interfaces-JOB-HASH)
+// would otherwise pile up, one per job, for as long as /tmp lives; the other answers are keyed by
+// a configuration (a cluster, LD_LIBRARY_PATH, a boot) and are few, unless that changes often.
+struct CacheBound {
+  std::size_t max_files = 64;         // every regular file, the oldest removed first
+  std::size_t max_job_answers = 32;   // interfaces-*, the newest kept: earlier jobs' go first
+  std::int64_t max_job_answer_age_s = 2 * 24 * 3600;  // a job still running then probes once more
+  std::int64_t max_temporary_age_s = 3600;  // a writer's FILE.PID that a crash left unrenamed
+};
+inline constexpr CacheBound kFactCacheBound{};
+
+// A regular file of the cache directory, as pruning sees it.
+struct CacheEntry {
+  std::string name;
+  std::int64_t written_ns = 0;  // its mtime, nanoseconds since the epoch
+};
+
+// The names to remove so that `entries` stay within `bound` at `now_ns` (pure): per-job answers
+// and writer temporaries past their age, then the per-job answers beyond the newest
+// max_job_answers, then the oldest entries beyond max_files. `keep` (the entry just written) is
+// never among them.
+std::vector<std::string> cache_entries_to_remove(std::vector<CacheEntry> entries, std::int64_t now_ns,
+                                                 const CacheBound& bound, const std::string& keep = {});
+
+// Applies cache_entries_to_remove to the regular files of `dir` (links and folders are left
+// alone, and a name swapped for a link in between is not followed).
+void prune_cache_dir(const std::string& dir, const CacheBound& bound, const std::string& keep = {});
+
+// Writes `text` to `path` of the cache directory (a private temporary file renamed into place),
+// then prunes the directory to kFactCacheBound, keeping `path`. False when nothing was written.
+bool store_cache_file(const std::string& path, const std::string& text);
 
 // "path inode size mtime" of a file (stat, links followed), or nullopt when it cannot be read.
 std::optional<std::string> file_identity(const std::string& path);

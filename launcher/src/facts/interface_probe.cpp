@@ -316,13 +316,8 @@ SharedChoice probe_shared_interface(const std::vector<std::string>& hosts, bool 
                                   "--network-interface NAME to skip it",
                                   nodes.size(), hosts.size()),
                       1);
-  if (cache && !cached) {
-    std::string tmp = *cache + fmt::format(".{}", ::getpid());
-    std::ofstream(tmp) << output;
-    std::rename(tmp.c_str(), cache->c_str());
-    // Older jobs' answers: a job still running after two days probes its hosts once more.
-    remove_stale_cache_files(cache->substr(0, cache->rfind('/')), "interfaces-", 2 * 24 * 3600);
-  }
+  // Earlier jobs' answers are pruned as it is written (kFactCacheBound).
+  if (cache && !cached) store_cache_file(*cache, output);
   SharedChoice choice = choose_shared_interface(nodes);
   if (verbose) {
     if (cached) std::cerr << "ringrun: interface probe: this job's earlier answer from " << *cache << "\n";

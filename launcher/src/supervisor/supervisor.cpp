@@ -68,7 +68,7 @@ class Supervision {
   int report() const;
 
  private:
-  int stop_all(int sig);
+  int stop_all(int sig);    // signals every running process; returns the ranks they carry
   int begin_stop(int sig);  // stop_all, and SIGKILL whatever is left after the grace period
   [[noreturn]] void abandon_start(const LaunchError& error);
   int poll_timeout(Clock::time_point now) const;
@@ -96,13 +96,14 @@ class Supervision {
 };
 
 int Supervision::stop_all(int sig) {
-  int n = 0;
+  int ranks = 0;
   for (auto& c : children_)
     if (c.running) {
       ::kill(-c.pid, sig);
-      ++n;
+      // An srun or mpirun carries every rank it started: the summary counts ranks.
+      ranks += c.spec->rank_hosts.empty() ? 1 : static_cast<int>(c.spec->rank_hosts.size());
     }
-  return n;
+  return ranks;
 }
 
 int Supervision::begin_stop(int sig) {

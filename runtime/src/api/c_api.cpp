@@ -102,7 +102,6 @@ void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
   try {
     g_runtime.communicator = Communicator::create(config);
   } catch (const ringrun::RuntimeError& e) {
-    release_bootstrap_resources();
     throw ringrun::RuntimeError(e.code(), fmt::format("{}: rank {} of {} (from {}): {}", what, boot.rank, boot.size,
                                                       boot.source, e.what()));
   }
@@ -117,7 +116,6 @@ void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
       g_runtime.communicator->abort();
       g_runtime.communicator.reset();
       g_runtime.exchange.reset();
-      release_bootstrap_resources();
       throw;
     }
   }
@@ -129,9 +127,6 @@ void stop_runtime_locked(bool orderly) {
   ringrun::engine::shutdown_process_engine();  // pending async ops fail; its thread joins
   auto communicator = std::move(g_runtime.communicator);
   auto exchange = std::move(g_runtime.exchange);
-  struct Release {
-    ~Release() { release_bootstrap_resources(); }
-  } release;
   if (orderly)
     communicator->finalize();
   else
@@ -201,34 +196,19 @@ const char* ringrun_transport_name(void) {
 using ringrun::engine::OpRequest;
 
 int ringrun_allreduce(const void* send, void* recv, size_t count, ringrun_dtype dtype, ringrun_op op) {
-  OpRequest request;
-  request.kind = Collective::allreduce;
-  request.send = send;
-  request.recv = recv;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::allreduce, send, recv, count, dtype);
   request.op = op;
   return ringrun::engine::synchronous_collective("ringrun_allreduce", request);
 }
 
 int ringrun_broadcast(void* buf, size_t count, ringrun_dtype dtype, int root) {
-  OpRequest request;
-  request.kind = Collective::broadcast;
-  request.send = buf;
-  request.recv = buf;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::broadcast, buf, buf, count, dtype);
   request.root = root;
   return ringrun::engine::synchronous_collective("ringrun_broadcast", request);
 }
 
 int ringrun_allgather(const void* send, size_t count, ringrun_dtype dtype, void* recv) {
-  OpRequest request;
-  request.kind = Collective::allgather;
-  request.send = send;
-  request.recv = recv;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::allgather, send, recv, count, dtype);
   return ringrun::engine::synchronous_collective("ringrun_allgather", request);
 }
 

@@ -276,36 +276,21 @@ extern "C" {
 
 int ringrun_allreduce_async(const char* name, const void* send, void* recv, size_t count, ringrun_dtype dtype,
                             ringrun_op op, ringrun_handle* out) {
-  OpRequest request;
-  request.kind = Collective::allreduce;
-  request.send = send;
-  request.recv = recv;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::allreduce, send, recv, count, dtype);
   request.op = op;
   return ringrun::engine::submit_async("ringrun_allreduce_async", name, std::move(request), out);
 }
 
 int ringrun_broadcast_async(const char* name, void* buf, size_t count, ringrun_dtype dtype, int root,
                             ringrun_handle* out) {
-  OpRequest request;
-  request.kind = Collective::broadcast;
-  request.send = buf;
-  request.recv = buf;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::broadcast, buf, buf, count, dtype);
   request.root = root;
   return ringrun::engine::submit_async("ringrun_broadcast_async", name, std::move(request), out);
 }
 
 int ringrun_allgather_async(const char* name, const void* send, size_t count, ringrun_dtype dtype, void* recv,
                             ringrun_handle* out) {
-  OpRequest request;
-  request.kind = Collective::allgather;
-  request.send = send;
-  request.recv = recv;
-  request.count = count;
-  request.dtype = dtype;
+  auto request = OpRequest::plain(Collective::allgather, send, recv, count, dtype);
   return ringrun::engine::submit_async("ringrun_allgather_async", name, std::move(request), out);
 }
 

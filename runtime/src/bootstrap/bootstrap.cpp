@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -84,27 +85,46 @@ std::vector<std::string> StoreExchange::allgather(const std::string& mine) {
 #ifdef RINGRUN_HAVE_PMIX
 namespace {
 
+// The process's PMIx client, connected by the first ringrun_init that meets through PMIx and
+// disconnected only when the process exits (ringrun(3), DESCRIPTION), not at ringrun_finalize: a
+// PMIx server (4.2) takes a client's disconnect for a departure, so a rank still disconnecting in
+// its ringrun_finalize was dropped from the fence a faster rank's next ringrun_init had opened,
+// which then ended without it (PMIX_ERR_PARTIAL_SUCCESS, or "published no address").
 std::mutex g_pmix_mutex;
-int g_pmix_users = 0;
+bool g_pmix_connected = false;
+pid_t g_pmix_owner = 0;
 pmix_proc_t g_pmix_self;
+
+// At exit, from the process that connected: a child of fork() shares its socket but is no client.
+void disconnect_pmix_at_exit() {
+  std::lock_guard lock(g_pmix_mutex);
+  if (g_pmix_connected && ::getpid() == g_pmix_owner) PMIx_Finalize(nullptr, 0);
+  g_pmix_connected = false;
+}
+
+const pmix_proc_t& pmix_client() {
+  std::lock_guard lock(g_pmix_mutex);
+  if (g_pmix_connected) return g_pmix_self;
+  pmix_status_t rc = PMIx_Init(&g_pmix_self, nullptr, 0);
+  if (rc != PMIX_SUCCESS)
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                       fmt::format("PMIx_Init failed: {} (PMIX_NAMESPACE is set, but no PMIx server answered)",
+                                   PMIx_Error_string(rc)));
+  static bool registered = false;
+  if (!registered) registered = std::atexit(disconnect_pmix_at_exit) == 0;
+  g_pmix_connected = true;
+  g_pmix_owner = ::getpid();
+  return g_pmix_self;
+}
 
 class PmixExchange final : public Exchange {
  public:
   PmixExchange(int rank, int size, std::chrono::milliseconds timeout) : rank_(rank), size_(size), timeout_(timeout) {
-    std::lock_guard lock(g_pmix_mutex);
-    if (g_pmix_users == 0) {
-      pmix_status_t rc = PMIx_Init(&g_pmix_self, nullptr, 0);
-      if (rc != PMIX_SUCCESS)
-        throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
-                           fmt::format("PMIx_Init failed: {} (PMIX_NAMESPACE is set, but no PMIx server answered)",
-                                       PMIx_Error_string(rc)));
-    }
-    ++g_pmix_users;
-    if (static_cast<int>(g_pmix_self.rank) != rank)
+    if (static_cast<int>(pmix_client().rank) != rank)
       throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("PMIx says this is rank {}, the environment says {}",
                                                             g_pmix_self.rank, rank));
   }
-  ~PmixExchange() override = default;  // PMIx stays up until release_bootstrap_resources()
+  ~PmixExchange() override = default;
 
   std::string name() const override { return fmt::format("PMIx namespace {}", g_pmix_self.nspace); }
 
@@ -172,13 +192,6 @@ class PmixExchange final : public Exchange {
 
 }  // namespace
 #endif
-
-void release_bootstrap_resources() {
-#ifdef RINGRUN_HAVE_PMIX
-  std::lock_guard lock(g_pmix_mutex);
-  if (g_pmix_users > 0 && --g_pmix_users == 0) PMIx_Finalize(nullptr, 0);
-#endif
-}
 
 std::string interface_address(const std::string& interface) {
   ifaddrs* list = nullptr;

@@ -70,7 +70,4 @@ std::string this_hostname();
 // The IPv4 address of a network interface by name; RuntimeError when it has none.
 std::string interface_address(const std::string& interface);
 
-// Releases PMIx if bootstrap initialised it (ringrun_finalize calls this).
-void release_bootstrap_resources();
-
 }  // namespace ringrun::core

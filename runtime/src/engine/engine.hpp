@@ -153,6 +153,17 @@ struct OpRequest {
   // would otherwise lose a gradient's entry to every barrier or loss reduction between steps,
   // describe it in full the next step and get it back under another bit, out of memory order.
   bool routed = false;
+
+  // A plain C API call's request: `count` elements of `dtype` from send into recv.
+  static OpRequest plain(core::Collective kind, const void* send, void* recv, std::size_t count, ringrun_dtype dtype) {
+    OpRequest request;
+    request.kind = kind;
+    request.send = send;
+    request.recv = recv;
+    request.count = count;
+    request.dtype = dtype;
+    return request;
+  }
 };
 
 // The element bounds of a reducescatter's blocks (ranks + 1 of them): the first dimension split

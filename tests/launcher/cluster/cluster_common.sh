@@ -64,6 +64,28 @@ wait_running() {
   done
 }
 
+# Ctrl-C as a terminal sends it (each of ringrun's srun steps is in a process group of its own):
+# SIGINT to ringrun alone, the oldest process whose command line starts with LAUNCHER (its guard,
+# supervisor/rank_spawn.hpp, is a clone with the same command line). Every process naming PROGRAM
+# (ranks, srun, ringrun) must be gone within 2 s, not after --grace-period; then job JOB ends as
+# ringrun's 128+SIGINT with the summary line for RANKS ranks, and no step or process is left.
+interrupt_ringrun() {
+  local job=$1 launcher_args=$2 program=$3 ranks=$4 out=$OUT/job-$1.out launcher start elapsed state
+  launcher=$(pgrep -o -f "^$RINGRUN $launcher_args") || { fail "interrupt: no ringrun process"; return; }
+  start=$(date +%s%N)
+  kill -INT "$launcher"
+  while pgrep -f "$program" >/dev/null && (($(date +%s%N) - start < 30000000000)); do sleep 0.02; done
+  elapsed=$((($(date +%s%N) - start) / 1000000))
+  echo "interrupt: the ranks, srun and ringrun were gone $elapsed ms after the SIGINT"
+  ((elapsed <= 2000)) || fail "interrupt: the ranks took $elapsed ms to stop, want at most 2000"
+  state=$(wait_done "$job" 30)
+  [[ $state == "FAILED 130:0" ]] || fail "interrupt: job $job ended '$state', want 'FAILED 130:0' (128+SIGINT)"
+  [[ $(grep -c "^ringrun: received SIGINT; stopped $ranks ranks\$" "$out") -eq 1 ]] ||
+    fail "interrupt: no summary line 'ringrun: received SIGINT; stopped $ranks ranks'"
+  [[ -z $(run squeue -h -s -j "$job" 2>/dev/null) ]] || fail "interrupt: steps of job $job are left"
+  if pgrep -fa "$OUT/" >&2; then fail "interrupt: processes left (above)"; fi
+}
+
 job_script() { # NAME LINES...: an executable batch script in $OUT
   local f=$OUT/$1
   shift

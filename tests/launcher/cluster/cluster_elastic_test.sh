@@ -7,14 +7,15 @@
 #   CASE: node_lost (n4's ranks SIGKILL themselves) | node_down (scontrol sets n4 DOWN) |
 #         drain (n4 drained: its ranks leave; resumed: new ranks fill its slots) |
 #         hosts (-H hosts: an mpirun per process; n4's ranks SIGKILL themselves) |
-#         grow (a 3-node job is handed n4 by Slurm's job expansion; new ranks fill it)
+#         grow (a 3-node job is handed n4 by Slurm's job expansion; new ranks fill it) |
+#         interrupt (SIGINT to ringrun: every member stops within 2 s, no step is left)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BUILD=$(cd "${1:?usage: cluster_elastic_test.sh BUILD_DIR CASE}" && pwd)
 CASE=${2:?usage: cluster_elastic_test.sh BUILD_DIR CASE}
-declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4 [grow]=rre5)
+declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4 [grow]=rre5 [interrupt]=rre6)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 PREFIX=${prefixes[$CASE]}
 source "$HERE/cluster_common.sh"
@@ -126,6 +127,16 @@ case_grow() {
   check_end "$job" "$state" 8 8
   grep -qE '^ringrun: elastic: host n4 offers 2 slots instead of 0; world 1 has 8 ranks; ids 6, 7 start as ranks 6, 7$' "$out" ||
     fail "grow: no line for n4 joining"
+}
+
+# Ctrl-C to ringrun: every member stops within 2 s, as in the other modes (srun passes one SIGINT
+# on to its task only with --disable-status), with the other modes' summary; nothing is left.
+case_interrupt() {
+  local script job
+  script=$(job_script interrupt.sh "exec '$RINGRUN' --min-np 4 -- '$RANK' 99 0 1000000")
+  job=$(submit --no-kill --no-requeue -N4 --ntasks-per-node=2 "$script")
+  wait_lines "$OUT/job-$job.out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 8 || return
+  interrupt_ringrun "$job" "--min-np 4 -- $RANK " "$RANK" 8
 }
 
 run_case cluster_elastic

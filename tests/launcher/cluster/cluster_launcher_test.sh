@@ -5,7 +5,7 @@
 # without root, network namespaces or Slurm.
 #   cluster_launcher_test.sh BUILD_DIR CASE
 #   CASE: srun_env | mpirun_env | failure_scancel | allreduce | templates | argv | doctor | output_stress | torch
-#         | launcher_noise
+#         | launcher_noise | interrupt
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +16,7 @@ TRAIN=$BUILD/bin/ringrun-example-train
 
 declare -A prefixes=([srun_env]=rrl1 [mpirun_env]=rrl2 [failure_scancel]=rrl3 [allreduce]=rrl4 [templates]=rrl5
   [argv]=rrl6 [doctor]=rrl7 [output_stress]=rrl8 [torch]=rrl9 [launcher_noise]=rrl10
-  [mem_bind]=rrl11)
+  [mem_bind]=rrl11 [interrupt]=rrl12)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 PREFIX=${prefixes[$CASE]}
 source "$HERE/cluster_common.sh"
@@ -365,6 +365,20 @@ case_templates() {
   [[ $(grep -c '<stdout>:resumed rank .* from epoch 1 restart 1' "$out") -eq 4 ]] ||
     fail "preemptible: not every rank resumed after the requeue"
   grep -q "requeueing job $job" "$out" || fail "preemptible: the script did not requeue"
+}
+
+# Ctrl-C to ringrun: the 8 ranks of its srun step stop within 2 s, not after --grace-period (srun
+# passes one SIGINT on to its tasks only with --disable-status); the summary counts the ranks.
+case_interrupt() {
+  local script job deadline=$((SECONDS + 30))
+  cp /bin/sleep "$OUT/sleeper"
+  script=$(job_script interrupt.sh "exec '$RINGRUN' -- '$OUT/sleeper' 600")
+  job=$(submit -N4 --ntasks-per-node=2 "$script")
+  until (($(pgrep -fc "^$OUT/sleeper 600") >= 8)); do
+    ((SECONDS < deadline)) || { fail "interrupt: only $(pgrep -fc "^$OUT/sleeper 600") of 8 ranks started in 30 s"; return; }
+    sleep 0.1
+  done
+  interrupt_ringrun "$job" "-- $OUT/sleeper 600" "$OUT/sleeper" 8
 }
 
 run_case cluster_launcher

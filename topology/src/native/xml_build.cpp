@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "nic_order.hpp"
 #include "xml_cpuset.hpp"
 #include "xml_tree.hpp"
 
@@ -265,19 +266,7 @@ class Builder {
       nic.netdevs = {nic.name};
       add_nic(t, std::move(nic), pci);
     }
-    std::vector<size_t> order(t.nics.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return std::tie(t.nics[a].bus_id, t.nics[a].name) < std::tie(t.nics[b].bus_id, t.nics[b].name);
-    });
-    std::vector<Nic> nics;
-    std::vector<int> objects;
-    for (size_t i : order) {
-      nics.push_back(std::move(t.nics[i]));
-      objects.push_back(nic_objects_[i]);
-    }
-    t.nics = std::move(nics);
-    nic_objects_ = std::move(objects);
+    sort_nics(t.nics, nic_objects_);
   }
 
   // An OpenFabrics device (IB, RoCE or EFA) with its ports from the PortNState infos (PortN... when

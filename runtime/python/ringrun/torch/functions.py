@@ -2,7 +2,7 @@
 
 import torch
 
-from ringrun.common import objects as _objects
+from ringrun.common.objects import allgather_object, broadcast_object  # noqa: F401 - Horovod's names here
 from ringrun.torch.basics import global_process_set, rank, synchronize
 from ringrun.torch.gather_ops import broadcast_async_
 
@@ -103,30 +103,3 @@ def broadcast_optimizer_state(optimizer, root_rank):
     for (gi, pi, key), value in scalars.items():
         p = optimizer.param_groups[gi]['params'][pi]
         optimizer.state[p][key] = value
-
-
-def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """Return root_rank's obj on every rank of the set (any picklable object, e.g. a state_dict or
-    an epoch).
-
-    Arguments:
-        obj: the object to send (ignored on the other ranks).
-        root_rank: the (global) rank that sends.
-        name: the broadcasts' name, the same on every rank; default 'broadcast_object' (not the
-            type's name as in Horovod, so that ranks passing None instead of obj still match).
-        process_set: the ranks that take part (default: every rank).
-    """
-    return _objects.broadcast_object(obj, root_rank, name, process_set)
-
-
-def allgather_object(obj, name=None, process_set=global_process_set):
-    """Return the list of every rank's obj, indexed by rank within the set (objects may differ
-    per rank).
-
-    Arguments:
-        obj: this rank's picklable object.
-        name: the allgathers' name, the same on every rank; default 'allgather_object' (not the
-            type's name as in Horovod, so that objects of different types still match).
-        process_set: the ranks that take part (default: every rank).
-    """
-    return _objects.allgather_object(obj, name, process_set)
