@@ -6,7 +6,7 @@
 // double precision and truncated back, half floats in single), and an Average with a
 // postscale_factor runs as a Sum scaled once by postscale_factor / size, Horovod's arithmetic
 // (README, "Coming from Horovod: TensorFlow and Keras").
-#include <cstring>
+#include <utility>
 
 #include "kernel_support.hpp"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -82,6 +82,20 @@ Completion postscaled(Tensor* output, double postscale, Completion done) {
   };
 }
 
+// Submits the engine's `collective` of `input` (its shape; the data at `send`, its prescaled copy or
+// itself) into `out` with the plan's op and process set.
+void submit_reduction(ringrun_collective collective, const Plan& plan, const Tensor& input, const void* send,
+                      Tensor* out, ringrun_dtype dtype, Completion done) {
+  const auto dims = engine_dims(input.shape());
+  ringrun_request r = engine_request(collective, plan.process_set, dims);
+  r.send = send;
+  r.recv = const_cast<char*>(out->tensor_data().data());
+  r.count = static_cast<std::size_t>(input.NumElements());
+  r.dtype = dtype;
+  r.op = plan.op;
+  submit(r, plan.name, std::move(done));
+}
+
 // Allreduces input `index` into output `index` (in place when TensorFlow hands the input over).
 absl::Status start_allreduce(OpKernelContext* context, int index, const Plan& plan, Completion done) {
   const Tensor& input = context->input(index);
@@ -94,14 +108,8 @@ absl::Status start_allreduce(OpKernelContext* context, int index, const Plan& pl
     TF_RETURN_IF_ERROR(scale_into(input, output, plan.prescale));
     send = output->tensor_data().data();
   }
-  const auto dims = engine_dims(input.shape());
-  ringrun_request r = engine_request(RINGRUN_COLLECTIVE_ALLREDUCE, plan.process_set, dims);
-  r.send = send;
-  r.recv = const_cast<char*>(output->tensor_data().data());
-  r.count = static_cast<std::size_t>(input.NumElements());
-  r.dtype = dtype;
-  r.op = plan.op;
-  submit(r, plan.name, postscaled(output, plan.postscale, std::move(done)));
+  submit_reduction(RINGRUN_COLLECTIVE_ALLREDUCE, plan, input, send, output, dtype,
+                   postscaled(output, plan.postscale, std::move(done)));
   return absl::OkStatus();
 }
 
@@ -127,17 +135,11 @@ absl::Status start_reducescatter(OpKernelContext* context, int index, const Plan
     TF_RETURN_IF_ERROR(scale_into(input, &scaled, plan.prescale));
     send = scaled.tensor_data().data();
   }
-  const auto dims = engine_dims(input.shape());
-  ringrun_request r = engine_request(RINGRUN_COLLECTIVE_REDUCESCATTER, plan.process_set, dims);
-  r.send = send;
-  r.recv = const_cast<char*>(share->tensor_data().data());
-  r.count = static_cast<std::size_t>(input.NumElements());
-  r.dtype = dtype;
-  r.op = plan.op;
   Completion finish_share = postscaled(share, plan.postscale, std::move(done));
-  submit(r, plan.name, [scaled, finish_share = std::move(finish_share)](int status, const std::string& message) {
-    finish_share(status, message);
-  });
+  submit_reduction(RINGRUN_COLLECTIVE_REDUCESCATTER, plan, input, send, share, dtype,
+                   [scaled, finish_share = std::move(finish_share)](int status, const std::string& message) {
+                     finish_share(status, message);
+                   });
   return absl::OkStatus();
 }
 
