@@ -10,7 +10,10 @@
 // parts of a kernel share its process set), and after its first submission the kernel's thread
 // only reads its inputs; TensorFlow allows an async kernel's outputs to be allocated from another
 // thread until done() runs.
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "kernel_support.hpp"
@@ -57,6 +60,36 @@ AllocateOutput allocate_rows(OpKernelContext* context, int index, const tf::Tens
   };
 }
 
+// Submits `r` (an allgather or alltoall of `rows` rows of `shape`) with `allocate` sizing its output.
+// The engine counts each rank's rows by their elements (ringrun.h, ringrun_allocate_fn), so a
+// tensor whose rows have none (a dimension after the first is 0, Horovod's empty alltoall) is sent
+// as one byte per row instead: the output, of no elements, is still allocated from the real rows.
+// Ranks that disagree only on those dimensions are then not told apart.
+void submit_rows(ringrun_request r, const tf::TensorShape& shape, std::int64_t rows, const std::string& name,
+                 AllocateOutput allocate, Completion done) {
+  if (shape.dims() < 2 || row_elements(shape) > 0) return submit_sized(r, name, std::move(allocate), std::move(done));
+  struct RowBytes {
+    std::vector<std::uint8_t> send, recv;
+  };
+  auto bytes = std::make_shared<RowBytes>();
+  bytes->send.assign(static_cast<std::size_t>(rows), 0);
+  const std::vector<std::int64_t> dims{rows, 1};
+  r.send = bytes->send.data();
+  r.count = bytes->send.size();
+  r.dtype = RINGRUN_UINT8;
+  r.shape = dims.data();
+  r.ndim = 2;
+  auto allocate_bytes = [bytes, allocate = std::move(allocate)](std::size_t count, const std::size_t* from_each,
+                                                                int ranks, std::string& error) -> void* {
+    allocate(0, from_each, ranks, error);
+    if (!error.empty()) return nullptr;
+    bytes->recv.resize(std::max<std::size_t>(count, 1));
+    return bytes->recv.data();
+  };
+  submit_sized(r, name, std::move(allocate_bytes),
+               [bytes, done = std::move(done)](int status, const std::string& message) { done(status, message); });
+}
+
 absl::Status start_allgather(OpKernelContext* context, int index, const std::string& name, int process_set,
                              Completion done) {
   const Tensor& input = context->input(index);
@@ -69,7 +102,7 @@ absl::Status start_allgather(OpKernelContext* context, int index, const std::str
   r.send = input.tensor_data().data();
   r.count = static_cast<std::size_t>(input.NumElements());
   r.dtype = dtype;
-  submit_sized(r, name, allocate_rows(context, index, input.shape()), std::move(done));
+  submit_rows(r, input.shape(), input.dim_size(0), name, allocate_rows(context, index, input.shape()), std::move(done));
   return absl::OkStatus();
 }
 
@@ -189,8 +222,9 @@ class AlltoallKernel : public CollectiveKernel {
     r.count = static_cast<std::size_t>(dims[0] * row_elements(input.shape()));
     r.dtype = dtype;
     r.splits = splits.data();
-    submit_sized(r, engine_name(), allocate_rows(context, 0, input.shape(), write_received_splits(context)),
-                 [context, done](int status, const std::string& message) { finish(context, done, status, message); });
+    submit_rows(r, input.shape(), dims[0], engine_name(),
+                allocate_rows(context, 0, input.shape(), write_received_splits(context)),
+                [context, done](int status, const std::string& message) { finish(context, done, status, message); });
   }
 };
 
