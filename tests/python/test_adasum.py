@@ -13,38 +13,17 @@ import math
 import torch
 
 import ringrun.torch as hvd
+from adasum_reference import adasum_vectors  # beside this script
 
 hvd.init()
 R, N = hvd.rank(), hvd.size()
-SMALLEST = math.sqrt(2.2250738585072014e-308)  # sqrt(DBL_MIN): a smaller squared norm keeps weight 1
 EPS = {torch.float64: 1e-12, torch.float32: 2.0 ** -23, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
 LEVELS = max(1, math.ceil(math.log2(N))) + 1
 
 
-def adasum_pair(a, b, m=1, k=1):
-    """a standing for m ranks' tensors, b for k ranks' (Adasum's halves when m == k)."""
-    dot, aa, bb = float(a @ b), float(a @ a), float(b @ b)
-    wa = 1 - m / (m + k) * dot / aa if aa >= SMALLEST else 1.0
-    wb = 1 - k / (m + k) * dot / bb if bb >= SMALLEST else 1.0
-    return wa * a + wb * b
-
-
 def adasum_tree(tensors):
-    """The reference: float64, flattened, the runtime's pairing (ranks 2^k + j into rank j first,
-    then blocks of 2, 4, .. weighted by the ranks each half stands for)."""
-    t = [x.detach().double().reshape(-1) for x in tensors]
-    p = 1 << (len(t).bit_length() - 1)
-    behind = [1] * p
-    for j in range(len(t) - p):
-        t[j] = adasum_pair(t[j], t[p + j])
-        behind[j] = 2
-    d = 1
-    while d < p:
-        for block in range(0, p, 2 * d):
-            t[block] = adasum_pair(t[block], t[block + d], behind[block], behind[block + d])
-            behind[block] += behind[block + d]
-        d *= 2
-    return t[0].reshape(tensors[0].shape)
+    """The reference (adasum_reference.py) in float64, in the shape of the inputs."""
+    return adasum_vectors([x.detach().double().reshape(-1) for x in tensors]).reshape(tensors[0].shape)
 
 
 def inputs(shape, dtype, seed):

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -81,6 +82,19 @@ void* allocate_floats(void* arg, size_t count, const size_t* rows, int nranks) {
   return out->data();
 }
 
+// An output and the rows from each rank that the engine reported when it sized it.
+struct SizedOutput {
+  std::vector<float> data;
+  std::vector<std::size_t> rows;
+};
+
+void* allocate_counting_rows(void* arg, size_t count, const size_t* rows, int nranks) {
+  auto* out = static_cast<SizedOutput*>(arg);
+  out->rows.assign(rows, rows + nranks);
+  out->data.assign(count + 1, -1.0f);
+  return out->data.data();
+}
+
 // Through ringrun_submit: process sets (the even ranks, then the odd), an allgather of a count per
 // rank, an alltoall and a join; one set stays registered for ringrun_finalize to stop. 0, or 1.
 int process_sets_and_general_submissions(int size) {
@@ -118,6 +132,32 @@ int process_sets_and_general_submissions(int size) {
   r.allocate_arg = &gathered;
   if (ringrun_submit(&r, &h) != RINGRUN_OK || ringrun_wait(h) != RINGRUN_OK) return fail("varying allgather");
   if (gathered.size() != static_cast<std::size_t>(size * (size + 1) / 2) + 1) return fail("varying allgather: size");
+  // Rows of 3 elements, g_rank of them (none from rank 0): every rank, rank 0 too, counts each
+  // rank's rows by the size of a row.
+  std::vector<float> my_rows(static_cast<std::size_t>(g_rank) * 3, 2.0f);
+  const std::int64_t shape[2] = {g_rank, 3};
+  SizedOutput by_rows;
+  ringrun_request_init(&r);
+  r.collective = RINGRUN_COLLECTIVE_ALLGATHER;
+  r.name = "varying.rows";
+  r.send = my_rows.data();
+  r.count = my_rows.size();
+  r.shape = shape;
+  r.ndim = 2;
+  r.allocate = allocate_counting_rows;
+  r.allocate_arg = &by_rows;
+  if (ringrun_submit(&r, &h) != RINGRUN_OK || ringrun_wait(h) != RINGRUN_OK) return fail("allgather of rows");
+  if (by_rows.rows.size() != static_cast<std::size_t>(size)) return fail("allgather of rows: one row count per rank");
+  for (int k = 0; k < size; ++k)
+    if (by_rows.rows[static_cast<std::size_t>(k)] != static_cast<std::size_t>(k))
+      return fail("allgather of rows: the rows from rank " + std::to_string(k));
+  // Rows of no elements cannot be counted: refused at submission, naming the tensor.
+  const std::int64_t empty_rows[2] = {2, 0};
+  r.name = "varying.empty";
+  r.count = 0;
+  r.shape = empty_rows;
+  if (ringrun_submit(&r, &h) != RINGRUN_ERR_INVALID_ARGUMENT || !std::strstr(ringrun_last_error(), "'varying.empty'"))
+    return fail("an allgather of rows without elements was not refused");
   // An alltoall of one element to each rank.
   std::vector<float> to_all(static_cast<std::size_t>(size), static_cast<float>(g_rank)), from_all;
   ringrun_request_init(&r);

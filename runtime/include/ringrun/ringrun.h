@@ -115,8 +115,9 @@ typedef void (*ringrun_done_fn)(void *arg, int status, const char *message);
 
 /* The output of an op whose size is known only once every rank's part is (an allgather with a
  * different first dimension per rank, an alltoall): called once, on the engine's thread, with the
- * elements in all and rows[r], the rows (entries of the first dimension) from rank r; returns a
- * buffer for `count` elements, or NULL to fail the op. */
+ * elements in all and rows[r], the rows (entries of the first dimension) from rank r, counted by
+ * the elements of a row (the product of the shape's dimensions after the first; a shape whose row
+ * has no elements is refused); returns a buffer for `count` elements, or NULL to fail the op. */
 typedef void *(*ringrun_allocate_fn)(void *arg, size_t count, const size_t *rows, int nranks);
 
 typedef struct ringrun_request {
@@ -131,7 +132,7 @@ typedef struct ringrun_request {
   size_t count;          /* elements this rank passes */
   ringrun_dtype dtype;
   ringrun_op op;         /* allreduce */
-  int root;              /* broadcast: a global rank (ringrun_rank()'s numbering) */
+  int root;              /* broadcast: the root's index in the process set (ringrun_rank() in set 0) */
   int process_set;       /* 0: every rank; else an id from ringrun_add_process_set (this rank must be in it) */
   /* The tensor's shape (optional; NULL: a flat buffer of count elements). Ranks must agree on it
    * (the first dimension may differ for an allgather with allocate, and for an alltoall), and a

@@ -77,6 +77,9 @@ class ProcessSet:
 global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
 
+# The registered sets by id, for the ops that only know an id (a TensorFlow op's attribute).
+_registered = {}
+
 
 def _refresh_global():
     """After init: the global set lists every rank."""
@@ -103,6 +106,7 @@ def add_process_set(process_set):
     if process_set.process_set_id is not None:
         raise ValueError(f"add_process_set: {process_set} is registered already")
     process_set.process_set_id = _ringrun.add_process_set(process_set.ranks)
+    _registered[process_set.process_set_id] = process_set
     return process_set
 
 
@@ -113,7 +117,21 @@ def remove_process_set(process_set):
     if process_set_id is None or process_set_id == 0:
         return False
     process_set._invalidate()
+    _registered.pop(process_set_id, None)
     return _ringrun.remove_process_set(process_set_id)
+
+
+def _by_id(process_set_id):
+    """The ProcessSet registered under a runtime id (global_process_set for 0). One this process
+    did not register (Horovod's temporary set object) knows its id but not its ranks."""
+    if not process_set_id:
+        return global_process_set
+    if process_set_id in _registered:
+        return _registered[process_set_id]
+    temporary = ProcessSet([])
+    temporary.ranks = None
+    temporary.process_set_id = process_set_id
+    return temporary
 
 
 def _id_of(process_set, what):

@@ -84,21 +84,27 @@ absl::Status scale_into(const tf::Tensor& in, tf::Tensor* out, double factor) {
   return absl::OkStatus();
 }
 
-namespace {
+std::vector<std::int64_t> engine_dims(const tf::TensorShape& shape) {
+  std::vector<std::int64_t> dims;
+  dims.reserve(static_cast<std::size_t>(shape.dims()));
+  for (int d = 0; d < shape.dims(); ++d) dims.push_back(shape.dim_size(d));
+  return dims;
+}
 
-std::string type_name(int code) { return tf::DataTypeString(static_cast<tf::DataType>(code)); }
+ringrun_request engine_request(ringrun_collective collective, int process_set_id, const std::vector<std::int64_t>& dims) {
+  ringrun_request r;
+  ringrun_request_init(&r);
+  r.collective = collective;
+  r.process_set = process_set_id;
+  r.shape = dims.data();
+  r.ndim = static_cast<int>(dims.size());
+  return r;
+}
 
-}  // namespace
-
-Rows rows_of(const tf::Tensor& tensor, ringrun_dtype dtype) {
-  Rows rows;
-  rows.data = tensor.tensor_data().data();
-  rows.rows = tensor.dims() > 0 ? tensor.dim_size(0) : 1;
-  for (int d = 1; d < tensor.dims(); ++d) rows.row_shape.push_back(tensor.dim_size(d));
-  rows.dtype = dtype;
-  rows.type_code = static_cast<int>(tensor.dtype());
-  rows.type_name = type_name;
-  return rows;
+std::int64_t row_elements(const tf::TensorShape& shape) {
+  std::int64_t n = 1;
+  for (int d = 1; d < shape.dims(); ++d) n *= shape.dim_size(d);
+  return n;
 }
 
 void start_parts(tf::OpKernelContext* context, tf::AsyncOpKernel::DoneCallback done, int count,
@@ -117,30 +123,47 @@ void start_parts(tf::OpKernelContext* context, tf::AsyncOpKernel::DoneCallback d
   }
 }
 
-absl::Status refuse_process_sets(tf::OpKernelConstruction* context) {
-  if (!context->HasAttr("process_set_id")) return absl::OkStatus();
-  std::int64_t process_set_id = 0;
-  TF_RETURN_IF_ERROR(context->GetAttr("process_set_id", &process_set_id));
-  if (process_set_id == 0) return absl::OkStatus();
-  return absl::UnimplementedError("process_set_id " + std::to_string(process_set_id) +
-                                  ": ringrun's engine does not have process sets yet; use global_process_set");
+absl::Status check_initialized() {
+  if (ringrun_transport_name() != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError("ringrun is not initialized: call ringrun.tensorflow.init() first");
+}
+
+namespace {
+
+absl::Status set_query(int value, int* out) {
+  if (value >= 0) {
+    *out = value;
+    return absl::OkStatus();
+  }
+  if (value == RINGRUN_ERR_NOT_INITIALIZED) return check_initialized();
+  return absl::InvalidArgumentError(ringrun_last_error());
+}
+
+}  // namespace
+
+absl::Status process_set_size(int process_set_id, int* size) {
+  return set_query(ringrun_process_set_size(process_set_id), size);
+}
+
+absl::Status process_set_rank(int process_set_id, int* rank) {
+  return set_query(ringrun_process_set_rank(process_set_id), rank);
 }
 
 CollectiveKernel::CollectiveKernel(tf::OpKernelConstruction* context) : AsyncOpKernel(context) {
   bool ignore_name_scope = false;
   if (context->HasAttr("ignore_name_scope"))
     OP_REQUIRES_OK(context, context->GetAttr("ignore_name_scope", &ignore_name_scope));
-  OP_REQUIRES_OK(context, refuse_process_sets(context));
+  std::int64_t process_set_id = 0;
+  if (context->HasAttr("process_set_id")) OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_id));
+  OP_REQUIRES(context, process_set_id >= 0 && process_set_id <= INT32_MAX,
+              absl::InvalidArgumentError("process_set_id " + std::to_string(process_set_id) +
+                                         " is no process set's id; pass a ProcessSet from hvd.add_process_set()"));
+  process_set_id_ = static_cast<int>(process_set_id);
   engine_name_ = name();
   if (ignore_name_scope) {
     const auto slash = engine_name_.find_last_of('/');
     if (slash != std::string::npos) engine_name_ = engine_name_.substr(slash + 1);
   }
-}
-
-absl::Status CollectiveKernel::check_initialized() {
-  if (ringrun_transport_name() != nullptr) return absl::OkStatus();
-  return absl::FailedPreconditionError("ringrun is not initialized: call ringrun.tensorflow.init() first");
 }
 
 void CollectiveKernel::finish(tf::OpKernelContext* context, const DoneCallback& done, int status,

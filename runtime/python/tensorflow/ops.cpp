@@ -48,7 +48,8 @@ REGISTER_OP("RingrunAllreduce") RINGRUN_REDUCTION_ATTRS RINGRUN_COLLECTIVE_TRAIT
     .Input("tensor: T")
     .Output("reduced: T")
     .SetShapeFn(tf::shape_inference::UnchangedShape)
-    .Doc("The reduction of `tensor` over every rank (reduce_op: ringrun's op code), keyed by the node name.");
+    .Doc("The reduction of `tensor` over the ranks of the process set (reduce_op: ringrun's op code, "
+         "ringrun_op), keyed by the node name.");
 
 REGISTER_OP("RingrunGroupedAllreduce") RINGRUN_REDUCTION_ATTRS
     .Attr("num_tensors: int") RINGRUN_COLLECTIVE_TRAITS
@@ -78,7 +79,8 @@ REGISTER_OP("RingrunBroadcast")
     .Input("tensor: T")
     .Output("broadcast: T")
     .SetShapeFn(tf::shape_inference::UnchangedShape)
-    .Doc("root_rank's tensor on every rank.");
+    .Doc("root_rank's tensor on every rank of the process set; root_rank is the root's index in the set (its "
+         "global rank in the global set).");
 
 REGISTER_OP("RingrunAlltoall")
     .Attr(RINGRUN_MOVABLE) RINGRUN_COLLECTIVE_TRAITS
@@ -110,13 +112,14 @@ REGISTER_OP("RingrunJoin")
     .Output("last_rank: int32")
     .SetIsStateful()
     .SetShapeFn(tf::shape_inference::ScalarShape)
-    .Doc("Waits until every rank has joined; returns the rank that joined last.");
+    .Doc("This rank has no more ops: it stands in for the allreduces other ranks still submit until every rank has "
+         "joined; returns the rank that joined last.");
 
 REGISTER_OP("RingrunBarrier")
     .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(tf::shape_inference::NoOutputs)
-    .Doc("Completes once every rank has reached it.");
+    .Doc("Completes once every rank of the process set has reached it.");
 
 // The queries as ops: evaluated when the graph runs (an elastic job changes them), not when it
 // is built.

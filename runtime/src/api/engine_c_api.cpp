@@ -1,5 +1,6 @@
 // The engine's part of the C API: ringrun_*_async, ringrun_wait, ringrun_test, and the routing of
 // the synchronous collectives while the engine runs.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -115,10 +116,13 @@ int submit_async(const char* what, const char* name, OpRequest&& request, ringru
 
 using core::Collective;
 
-// The elements of one row of the first dimension: count / shape[0], or 1 without a shape.
+// The elements of one row of the first dimension: the product of the dimensions after it (1
+// without a shape or with one dimension). Not count / shape[0]: a rank with no rows must still
+// count the rows the others send it.
 std::size_t row_elements(const ringrun_request& r) {
-  if (!r.shape || r.ndim <= 0 || r.shape[0] <= 0) return 1;
-  return r.count / static_cast<std::size_t>(r.shape[0]);
+  std::size_t row = 1;
+  for (int d = 1; r.shape && d < r.ndim; ++d) row *= static_cast<std::size_t>(std::max<std::int64_t>(r.shape[d], 0));
+  return row;
 }
 
 Collective collective_of(ringrun_collective c) {
@@ -153,6 +157,11 @@ OpRequest request_from(const ringrun_request& r) {
   request.on_done = r.on_done;
   request.on_done_arg = r.on_done_arg;
   const std::size_t row = row_elements(r);
+  if (row == 0 && (request.kind == Collective::alltoall || (request.kind == Collective::allgather && r.allocate)))
+    throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
+                       fmt::format("tensor '{}': its rows have no elements (a dimension after the first is 0), so the "
+                                   "rows each rank sends cannot be counted; give those dimensions at least 1",
+                                   r.name ? r.name : ""));
   if (request.kind == Collective::alltoall) {
     const int size = ringrun_process_set_size(r.process_set);  // the ranks the splits are for
     if (size < 0) throw RuntimeError(size, ringrun_last_error());

@@ -2,9 +2,9 @@
 """ringrun.tensorflow's collectives against numpy references, eagerly, in a tf.function and in a
 TensorFlow 1 graph: allreduce (every op and dtype, prescale/postscale, fp16 compression,
 tf.IndexedSlices), grouped allreduce, allgather with per-rank first dimensions, grouped allgather,
-broadcast (every root) and broadcast_ on variables, alltoall (splits, empty and zero splits),
-reducescatter (uneven, scaled), grouped reducescatter, join, barrier, the query ops, object
-broadcasts, and the gradients of each op as Horovod defines them.
+broadcast (every root) and broadcast_ on variables, alltoall (splits, empty tensors, rows without
+elements, zero splits), reducescatter (uneven, scaled), grouped reducescatter, join, barrier, the
+query ops, object broadcasts, and the gradients of each op as Horovod defines them.
 
 Every rank can compute every rank's input (tensor_of(rank)), so each checks the exact result.
 """
@@ -139,6 +139,11 @@ close(received, [r + R for r in range(N)], 'alltoall received splits')
 close(hvd.alltoall(tf.range(2 * N) + 10 * R), tf.concat([tf.range(2 * R, 2 * R + 2) + 10 * r for r in range(N)], 0),
       'alltoall even splits')
 assert hvd.alltoall(tf.zeros([0, 3])).shape == (0, 3), 'alltoall of an empty tensor'
+# Rows of no elements (Horovod's empty alltoall): no data, but the rows are still counted.
+output, received = hvd.alltoall(tf.zeros([N, 0], tf.int8), splits=[1] * N)
+assert output.shape == (N, 0) and output.dtype == tf.int8, output
+close(received, [1] * N, 'alltoall of rows without elements: received splits')
+assert hvd.allgather(tf.zeros([R + 1, 2, 0])).shape == (N * (N + 1) // 2, 2, 0), 'allgather of rows without elements'
 zero = [0 if j == 0 else 1 for j in range(N)]  # nobody sends to rank 0
 output, received = hvd.alltoall(tf.ones([N - 1, 2]) * R, splits=zero)
 close(received, [0 if R == 0 else 1] * N, 'alltoall zero splits')

@@ -223,6 +223,22 @@ def _set_id(process_set, what):
     return _process_sets._id_of(process_set, what)
 
 
+def _set_of(process_set_id):
+    """The ProcessSet of a runtime id (an op's process_set_id attribute): global_process_set for 0."""
+    return _process_sets._by_id(process_set_id)
+
+
+def _root_index(root_rank, process_set, what):
+    """The engine's root of a broadcast: the root's index in the process set. Roots are global
+    ranks, as in Horovod; the global set's are passed as they are (the engine checks the range)."""
+    if process_set is None or process_set is global_process_set:
+        return root_rank
+    if process_set.ranks is None or root_rank not in process_set.ranks:
+        raise ValueError(f"{what}: root_rank {root_rank} is not in {process_set}; pass the global rank of one "
+                         "of its members")
+    return process_set.ranks.index(root_rank)
+
+
 def _set_size(process_set):
     return size() if process_set is None or process_set is global_process_set else process_set.size()
 

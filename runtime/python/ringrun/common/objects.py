@@ -6,7 +6,7 @@ import ctypes
 import pickle
 
 from ringrun import _ringrun
-from ringrun.common.basics import _set_id, global_process_set, rank
+from ringrun.common.basics import _root_index, _set_id, global_process_set, rank
 
 # Buffers of ops whose wait was interrupted (Ctrl-C): the engine may still write into them.
 _abandoned = []
@@ -22,15 +22,6 @@ def _wait(handle, *buffers):
     except (KeyboardInterrupt, SystemExit):
         _abandoned.append(buffers)
         raise
-
-
-def _root_index(root_rank, process_set, what):
-    """The root's index in the set (roots are global ranks, as in Horovod)."""
-    if process_set is None or process_set is global_process_set:
-        return root_rank
-    if process_set.ranks is None or root_rank not in process_set.ranks:
-        raise ValueError(f"{what}: root_rank {root_rank} is not in {process_set}")
-    return process_set.ranks.index(root_rank)
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):

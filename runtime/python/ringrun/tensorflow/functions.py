@@ -3,37 +3,37 @@
 import tensorflow as tf
 
 from ringrun.common import objects as _objects
-from ringrun.tensorflow.mpi_ops import _check_process_set, broadcast, global_process_set
+from ringrun.tensorflow.mpi_ops import _process_set_id, broadcast, global_process_set
 from ringrun.tensorflow.util import _cache, _executing_eagerly, _make_subgraph, _tf_variable
 
 
-def _assign_broadcasts(variables, root_rank):
-    return [var.assign(broadcast(var, root_rank)) for var in variables]
-
-
-def _broadcast_group(variables, root_rank):
-    _assign_broadcasts(variables, root_rank)
+def _assign_broadcasts(variables, root_rank, process_set):
+    return [var.assign(broadcast(var, root_rank, process_set=process_set)) for var in variables]
 
 
 @_cache
-def _make_broadcast_group_fn():
+def _make_broadcast_group_fn(process_set):
+    def broadcast_group(variables, root_rank):
+        _assign_broadcasts(variables, root_rank, process_set)
+
     if _executing_eagerly():
         # One graph for all the variables: their broadcasts reach the engine together.
-        return _make_subgraph(_broadcast_group)
-    return lambda variables, root_rank: tf.group(*_assign_broadcasts(variables, root_rank))
+        return _make_subgraph(broadcast_group)
+    return lambda variables, root_rank: tf.group(*_assign_broadcasts(variables, root_rank, process_set))
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
-    """Overwrites ``variables`` with ``root_rank``'s values on every rank: at the start of training
-    (``broadcast_variables(model.variables, root_rank=0)``) or after loading a checkpoint on one
-    rank. Eagerly it runs at once; in a graph it returns the op that does it. ``inplace`` is
-    accepted for Horovod's signature: each variable takes the broadcast's output buffer anyway.
+    """Overwrites ``variables`` with ``root_rank``'s values (a global rank) on every rank of
+    ``process_set``: at the start of training (``broadcast_variables(model.variables,
+    root_rank=0)``) or after loading a checkpoint on one rank. Eagerly it runs at once; in a graph
+    it returns the op that does it. ``inplace`` is accepted for Horovod's signature: each variable
+    takes the broadcast's output buffer anyway.
     """
-    _check_process_set(process_set, "broadcast_variables")
+    _process_set_id(process_set, "broadcast_variables")
     variables = [_tf_variable(v) for v in variables]
     if not variables:
         return None if _executing_eagerly() else tf.no_op()
-    return _make_broadcast_group_fn()(variables, root_rank)
+    return _make_broadcast_group_fn(process_set)(variables, root_rank)
 
 
 def broadcast_global_variables(root_rank):

@@ -6,7 +6,8 @@ import tensorflow as tf
 from ringrun import _ringrun
 from ringrun.tensorflow.collectives import allreduce, grouped_allreduce
 from ringrun.tensorflow.compression import Compression
-from ringrun.tensorflow.mpi_ops import Average, _check_process_set, _size_in, global_process_set, size, size_op
+from ringrun.tensorflow.mpi_ops import (Average, _process_set_id, _set_size, _size_in, global_process_set,
+                                        size_op)
 from ringrun.tensorflow.util import _cache, _executing_eagerly, _make_subgraph, _ref, refs_to_vars, vars_to_refs
 
 
@@ -26,34 +27,35 @@ def _group_plan(grads, variables, groups):
     return tuple(plan) + tuple((i,) for i in by_ref.values())
 
 
-def _when_several(reduce, values):
-    """reduce(values) when there is more than one rank; in an elastic job decided when the graph
-    runs (the world can shrink to one rank)."""
+def _when_several(reduce, values, process_set):
+    """reduce(values) when the process set has more than one rank; in an elastic job decided when
+    the graph runs (the world can shrink to one rank)."""
     if not _ringrun.elastic_enabled():
-        return reduce(values) if size() > 1 else values
-    return tf.cond(tf.greater(size_op(), 1), lambda: reduce(values), lambda: values)
+        return reduce(values) if _set_size(process_set) > 1 else values
+    return tf.cond(tf.greater(size_op(_process_set_id(process_set, "size_op")), 1), lambda: reduce(values),
+                   lambda: values)
 
 
 @_cache
 def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense, op,
-                                    gradient_predivide_factor, groups):
+                                    gradient_predivide_factor, groups, process_set):
     groups = refs_to_vars(groups) if isinstance(groups, tuple) else groups
     # Average as a sum scaled before and after: gradient_predivide_factor splits the division.
     prescale, postscale = (1.0 / gradient_predivide_factor, gradient_predivide_factor) if op == Average else (1.0, 1.0)
     options = dict(device_dense=device_dense, device_sparse=device_sparse, compression=compression, op=op,
-                   prescale_factor=prescale, postscale_factor=postscale)
+                   prescale_factor=prescale, postscale_factor=postscale, process_set=process_set)
 
     def reduce_each(grads, use_generic_names):
         return [None if g is None else _when_several(lambda t, i=i: allreduce(
-            t, name=f"grad_{i}" if use_generic_names else None, ignore_name_scope=use_generic_names, **options), g)
-            for i, g in enumerate(grads)]
+            t, name=f"grad_{i}" if use_generic_names else None, ignore_name_scope=use_generic_names, **options), g,
+            process_set) for i, g in enumerate(grads)]
 
     def reduce_groups(grads, plan, use_generic_names):
         reduced = [None] * len(grads)
         for k, indices in enumerate(plan):
             results = _when_several(lambda ts, k=k: grouped_allreduce(
                 list(ts), name=f"grad_group_{k}" if use_generic_names else None,
-                ignore_name_scope=use_generic_names, **options), [grads[i] for i in indices])
+                ignore_name_scope=use_generic_names, **options), [grads[i] for i in indices], process_set)
             for i, r in zip(indices, results):
                 reduced[i] = r
         return reduced
@@ -77,17 +79,18 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
 
 def _make_allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense, op,
                              gradient_predivide_factor, groups, process_set=global_process_set):
-    """The function that averages (``op``) a list of gradients over the ranks: a tf.function when
-    called eagerly, so that the step's allreduces reach the engine together."""
-    _check_process_set(process_set, name)
+    """The function that averages (``op``) a list of gradients over the ranks of ``process_set``: a
+    tf.function when called eagerly, so that the step's allreduces reach the engine together."""
+    _process_set_id(process_set, name)
     groups = vars_to_refs(groups) if isinstance(groups, list) else groups
     return _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense, op,
-                                           gradient_predivide_factor, groups)
+                                           gradient_predivide_factor, groups, process_set)
 
 
-def _reduce_except_local(allreduce_grads, grads, variables, local_refs, scale_local, use_generic_names=False):
+def _reduce_except_local(allreduce_grads, grads, variables, local_refs, scale_local, process_set,
+                         use_generic_names=False):
     """grads averaged over the ranks, except those of the variables in ``local_refs``, which stay
-    this rank's (divided by size() when ``scale_local``, Horovod's convention)."""
+    this rank's (divided by the process set's size when ``scale_local``, Horovod's convention)."""
     shared = [i for i, v in enumerate(variables) if _ref(v) not in local_refs]
     results = list(grads)
     reduced = allreduce_grads([grads[i] for i in shared], [variables[i] for i in shared], use_generic_names)
@@ -98,9 +101,10 @@ def _reduce_except_local(allreduce_grads, grads, variables, local_refs, scale_lo
             g = results[i]
             if _ref(v) in local_refs and g is not None:
                 if isinstance(g, tf.IndexedSlices):
-                    results[i] = tf.IndexedSlices(g.values / _size_in(g.values.dtype), g.indices, g.dense_shape)
+                    results[i] = tf.IndexedSlices(g.values / _size_in(g.values.dtype, process_set), g.indices,
+                                                  g.dense_shape)
                 else:
-                    results[i] = g / _size_in(g.dtype)
+                    results[i] = g / _size_in(g.dtype, process_set)
     return results
 
 
@@ -120,16 +124,16 @@ class _DistributedTape:
 
     def register_local_source(self, source):
         """Keeps the gradient of ``source`` local: not averaged over the ranks (only divided by
-        size() when scale_local_gradients)."""
+        the process set's size when scale_local_gradients)."""
         self._ringrun_local.add(_ref(source))
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False):
         grads = super().gradient(target, sources, output_gradients)
         if not isinstance(sources, (list, tuple)):
             return _reduce_except_local(self._ringrun_allreduce, [grads], [sources], self._ringrun_local,
-                                        self._ringrun_scale_local, use_generic_names)[0]
+                                        self._ringrun_scale_local, self.process_set, use_generic_names)[0]
         return _reduce_except_local(self._ringrun_allreduce, list(grads), list(sources), self._ringrun_local,
-                                    self._ringrun_scale_local, use_generic_names)
+                                    self._ringrun_scale_local, self.process_set, use_generic_names)
 
     def get_local_and_global_gradients(self, target, sources, output_gradients=None, use_generic_names=False):
         """(local (variable, gradient) pairs, averaged (variable, gradient) pairs)."""
@@ -150,10 +154,12 @@ def DistributedGradientTape(gradtape, device_dense='', device_sparse='', compres
         tape = hvd.DistributedGradientTape(tape)
         grads = tape.gradient(loss, model.trainable_variables)
 
-    ``op`` (Average or Sum), ``compression``, ``sparse_as_dense`` (allreduce tf.IndexedSlices as
-    dense tensors), ``gradient_predivide_factor`` (Average as a sum scaled by 1/f before and f/size
-    after), ``groups`` (a count, or lists of variables, allreduced as one group each) as in
-    Horovod. Eagerly the allreduces run as one tf.function; in a tf.function they are ops of it.
+    ``op`` (Average, Sum, or Adasum: each gradient combined whole, as Horovod's tape does),
+    ``compression``, ``sparse_as_dense`` (allreduce tf.IndexedSlices as dense tensors; Adasum needs
+    it), ``gradient_predivide_factor`` (Average as a sum scaled by 1/f before and f/size after),
+    ``groups`` (a count, or lists of variables, allreduced as one group each) and ``process_set``
+    (the ranks that average) as in Horovod. Eagerly the allreduces run as one tf.function; in a
+    tf.function they are ops of it.
     """
     groups = _check_options(op, gradient_predivide_factor, num_groups, groups)
     cls = type(gradtape.__class__.__name__, (_DistributedTape, gradtape.__class__), {})

@@ -17,7 +17,7 @@ from ringrun.common.basics import (  # noqa: F401 - horovod.tensorflow.mpi_ops's
     Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, InternalError, Max, Min, Product, ProcessSet,
     Sum, add_process_set, cross_rank, cross_size, global_process_set, gloo_built,
     gloo_enabled, is_homogeneous, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
-    mpi_threads_supported, rank, remove_process_set, rocm_built, shutdown, size)
+    mpi_threads_supported, rank, remove_process_set, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from ringrun.common import basics as _common
 from ringrun.tensorflow import _library
 from ringrun.tensorflow.util import _executing_eagerly
@@ -33,10 +33,12 @@ auto_control_deps.ASYNC_STATEFUL_OPS = auto_control_deps.ASYNC_STATEFUL_OPS | fr
 
 
 def init(comm=None, process_sets=None):
-    """Joins this process to the job that ``ringrun`` started (rendezvous with every rank).
+    """Joins this process to the job that ``ringrun`` started (rendezvous with every rank), then
+    registers ``process_sets`` (ProcessSet objects or lists of global ranks, the same on every
+    rank; ``"dynamic"`` is accepted and changes nothing: sets can always be added).
 
-    Safe to call again. ``comm`` (an MPI communicator) and ``process_sets`` are Horovod options
-    that ringrun does not have: passing them raises NotImplementedError.
+    Safe to call again. ``comm`` (an MPI communicator) is Horovod's option for running inside an
+    MPI program, which ringrun does not have: passing it raises NotImplementedError.
     """
     _common._init(comm, process_sets, "ringrun.tensorflow")
 
@@ -60,18 +62,6 @@ def ccl_built():
 def ddl_built():
     """False: ringrun has no IBM DDL build."""
     return False
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Raises NotImplementedError: ringrun's timeline is started by the launcher
-    (``ringrun --timeline-filename FILE``), for the whole run."""
-    raise NotImplementedError("start_timeline: start the job with ringrun --timeline-filename FILE "
-                              "(--timeline-mark-cycles) instead")
-
-
-def stop_timeline():
-    """Raises NotImplementedError: see start_timeline()."""
-    raise NotImplementedError("stop_timeline: ringrun's timeline covers the whole run (--timeline-filename)")
 
 
 def check_num_rank_power_of_2(num_rank):
@@ -98,31 +88,50 @@ def _graph_name(kind, tensors, name):
     return _normalize_name(f"{kind}_" + "_".join(t.name for t in tensors[:1] + tensors[1:][-1:]))
 
 
+_ADASUM_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+
+
 def _op_code(op, average, what):
-    """The C op of Horovod's (op, average) pair (op=None: Average); Adasum is ringrun.torch's only, for now."""
-    op = _common._op_code(op, average, what)
-    if op == Adasum:
-        raise NotImplementedError(f"{what}: op=Adasum is not in ringrun.tensorflow's ops yet (ringrun.torch has it); "
-                                  "use Average or Sum")
-    return op
+    """The C op of Horovod's (op, average) pair (op=None: Average)."""
+    return _common._op_code(op, average, what)
 
 
-def _check_process_set(process_set, what):
-    """The id of a process_set argument; the TensorFlow ops run on every rank only (for now)."""
-    set_id = _common._set_id(process_set, what)
-    if set_id != 0:
-        raise NotImplementedError(f"{what}: process sets are not in ringrun.tensorflow's ops yet; the engine has "
-                                  "them (ringrun.torch uses them): run this op on global_process_set")
-    return set_id
+def _check_adasum(op, tensors, what):
+    """NotImplementedError for an Adasum of a dtype it cannot combine (ringrun(3), RINGRUN_ADASUM)."""
+    if op != Adasum:
+        return
+    for t in tensors:
+        if tf.as_dtype(t.dtype) not in _ADASUM_DTYPES:
+            raise NotImplementedError(f"{what}: op=Adasum combines floating-point tensors (float16, bfloat16, "
+                                      f"float32, float64), not {tf.as_dtype(t.dtype).name}; cast the tensor or use "
+                                      "op=Sum or Average")
 
 
 def _process_set_id(process_set, what):
-    return _check_process_set(process_set, what)
+    """The runtime's id of a process_set argument (0: every rank)."""
+    return _common._set_id(process_set, what)
+
+
+def _set_size(process_set):
+    """The number of ranks of a process set."""
+    return _common._set_size(process_set)
+
+
+def _set_rank(process_set):
+    """This rank's index in a process set."""
+    return _common._set_rank(process_set)
+
+
+def _set_of(op):
+    """The ProcessSet of a ringrun op (its process_set_id attribute), for its gradient."""
+    return _common._set_of(op.get_attr('process_set_id'))
 
 
 def _reduction(make, kind, inputs, name, op, prescale_factor, postscale_factor, ignore_name_scope, process_set):
     """One of the reducing ops (``make``: its generated wrapper) over ``inputs``."""
-    return make(inputs, name=_graph_name(kind, inputs if isinstance(inputs, (list, tuple)) else [inputs], name),
+    listed = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    _check_adasum(op, listed, kind)
+    return make(inputs, name=_graph_name(kind, listed, name),
                 reduce_op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
                 ignore_name_scope=ignore_name_scope, process_set_id=_process_set_id(process_set, kind))
 
@@ -130,13 +139,15 @@ def _reduction(make, kind, inputs, name, op, prescale_factor, postscale_factor, 
 def _same_reduction(op):
     """The reduction arguments of a reducing op, for its gradient."""
     return dict(op=op.get_attr('reduce_op'), prescale_factor=op.get_attr('prescale_factor'),
-                postscale_factor=op.get_attr('postscale_factor'), ignore_name_scope=op.get_attr('ignore_name_scope'))
+                postscale_factor=op.get_attr('postscale_factor'), ignore_name_scope=op.get_attr('ignore_name_scope'),
+                process_set=_set_of(op))
 
 
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0, ignore_name_scope=False,
                process_set=global_process_set):
-    """The allreduce op: ``tensor`` reduced over every rank with ``op`` (Sum by default), after
-    multiplying it by ``prescale_factor``; the result multiplied by ``postscale_factor``."""
+    """The allreduce op: ``tensor`` reduced over the ranks of ``process_set`` with ``op`` (Sum by
+    default), after multiplying it by ``prescale_factor``; the result multiplied by
+    ``postscale_factor``. Ranks whose shapes differ raise FailedPreconditionError naming them."""
     return _reduction(_ops.ringrun_allreduce, 'RingrunAllreduce', tensor, name, op, prescale_factor,
                       postscale_factor, ignore_name_scope, process_set)
 
@@ -160,27 +171,30 @@ def _grouped_allreduce_grad(op, *grads):
 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """Every rank's ``tensor`` concatenated on the first dimension in rank order. The first
-    dimension may differ per rank; the others and the dtype must match (else every rank raises
-    FailedPreconditionError naming each rank's shape). Differentiable."""
+    """Every rank's ``tensor`` concatenated on the first dimension in rank order (the ranks of
+    ``process_set``). The first dimension may differ per rank; the others and the dtype must match
+    (else every rank raises FailedPreconditionError naming the shapes). Differentiable."""
     return _ops.ringrun_allgather(tensor, name=_graph_name('RingrunAllgather', [tensor], name),
                                   ignore_name_scope=ignore_name_scope,
                                   process_set_id=_process_set_id(process_set, "allgather"))
 
 
-def _own_rows(grad, inputs, ignore_name_scope):
+def _own_rows(grad, inputs, ignore_name_scope, process_set):
     """This rank's rows of the averaged gradient of an allgather whose inputs were ``inputs``."""
+    ranks = _set_size(process_set)
     with tf.device('/cpu:0'):  # a static count of splits: tf.split needs it in a graph
-        rows = [tf.reshape(allgather(tf.reshape(tf.shape(x)[0], [1]), ignore_name_scope=ignore_name_scope), [size()])
+        rows = [tf.reshape(allgather(tf.reshape(tf.shape(x)[0], [1]), ignore_name_scope=ignore_name_scope,
+                                     process_set=process_set), [ranks])
                 for x in inputs]
-    return [tf.split(g, num_or_size_splits=r, axis=0)[rank()] for g, r in zip(grad, rows)]
+    return [tf.split(g, num_or_size_splits=r, axis=0)[_set_rank(process_set)] for g, r in zip(grad, rows)]
 
 
 @ops.RegisterGradient('RingrunAllgather')
 def _allgather_grad(op, grad):
     """The gradient of an allgather: this rank's rows of the gradient averaged over the ranks."""
-    ignore = op.get_attr('ignore_name_scope')
-    return _own_rows([_allreduce(grad, op=Average, ignore_name_scope=ignore)], op.inputs, ignore)[0]
+    ignore, process_set = op.get_attr('ignore_name_scope'), _set_of(op)
+    reduced = _allreduce(grad, op=Average, ignore_name_scope=ignore, process_set=process_set)
+    return _own_rows([reduced], op.inputs, ignore, process_set)[0]
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=global_process_set):
@@ -193,41 +207,45 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=g
 @ops.RegisterGradient('RingrunGroupedAllgather')
 def _grouped_allgather_grad(op, *grads):
     # One allreduce each: TensorFlow may hand float32 zeros for an unused float64 output.
-    ignore = op.get_attr('ignore_name_scope')
-    reduced = [_allreduce(g, op=Average, ignore_name_scope=ignore) for g in grads]
-    return _own_rows(reduced, list(op.inputs), ignore)
+    ignore, process_set = op.get_attr('ignore_name_scope'), _set_of(op)
+    reduced = [_allreduce(g, op=Average, ignore_name_scope=ignore, process_set=process_set) for g in grads]
+    return _own_rows(reduced, list(op.inputs), ignore, process_set)
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """``root_rank``'s ``tensor`` on every rank (shape and dtype must match). Differentiable: the
-    gradient is the averaged gradient on the root, zero elsewhere."""
-    return _ops.ringrun_broadcast(tensor, name=_graph_name('RingrunBroadcast', [tensor], name), root_rank=root_rank,
-                                  ignore_name_scope=ignore_name_scope,
-                                  process_set_id=_process_set_id(process_set, "broadcast"))
+    """``root_rank``'s ``tensor`` on every rank of ``process_set`` (shape and dtype must match).
+    ``root_rank`` is a global rank, as in Horovod (the op's ``root_rank`` attribute holds its index
+    in the set). Differentiable: the gradient is the averaged gradient on the root, zero elsewhere."""
+    set_id = _process_set_id(process_set, "broadcast")
+    return _ops.ringrun_broadcast(tensor, name=_graph_name('RingrunBroadcast', [tensor], name),
+                                  root_rank=_common._root_index(root_rank, process_set, "broadcast"),
+                                  ignore_name_scope=ignore_name_scope, process_set_id=set_id)
 
 
 @ops.RegisterGradient('RingrunBroadcast')
 def _broadcast_grad(op, grad):
-    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr('ignore_name_scope'))
-    return reduced if rank() == op.get_attr('root_rank') else reduced * 0
+    process_set = _set_of(op)
+    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr('ignore_name_scope'),
+                         process_set=process_set)
+    return reduced if _set_rank(process_set) == op.get_attr('root_rank') else reduced * 0
 
 
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
-    """Overwrites ``variables`` (a list) with ``root_rank``'s values on every rank and returns
-    their new values. The assignment takes the broadcast's output buffer (no copy when TensorFlow
-    hands it over)."""
-    _check_process_set(process_set, "broadcast_")
+    """Overwrites ``variables`` (a list) with ``root_rank``'s values on every rank of
+    ``process_set`` and returns their new values. The assignment takes the broadcast's output
+    buffer (no copy when TensorFlow hands it over)."""
     values = []
     for i, var in enumerate(variables):
         op_name = None if name is None else f"{name}_{i}"
-        values.append(var.assign(broadcast(var, root_rank, name=op_name)))
+        values.append(var.assign(broadcast(var, root_rank, name=op_name, process_set=process_set)))
     return values
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """Sends ``splits[r]`` rows of ``tensor`` to rank r (the first dimension divided evenly when
-    splits is None) and returns what every rank sent here, in rank order; with ``splits``, also the
-    rows received from each rank. Differentiable."""
+    """Sends ``splits[r]`` rows of ``tensor`` to rank r of ``process_set`` (the first dimension
+    divided evenly when splits is None; splits may add up to fewer rows than there are) and returns
+    what every rank sent here, in rank order; with ``splits``, also the rows received from each
+    rank. Each rank's rows go straight to their destination. Differentiable."""
     given = tf.convert_to_tensor(splits, dtype=tf.int32) if splits is not None else tf.constant([], dtype=tf.int32)
     output, received = _ops.ringrun_alltoall(tensor, splits=given, name=_graph_name('RingrunAlltoall', [tensor], name),
                                              ignore_name_scope=ignore_name_scope,
@@ -238,14 +256,15 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
 @ops.RegisterGradient('RingrunAlltoall')
 def _alltoall_grad(op, grad_output, grad_received_splits):
     """The gradient of an alltoall is the alltoall of the gradient back along the received splits."""
-    grad, _ = alltoall(grad_output, splits=op.outputs[1], ignore_name_scope=op.get_attr('ignore_name_scope'))
+    grad, _ = alltoall(grad_output, splits=op.outputs[1], ignore_name_scope=op.get_attr('ignore_name_scope'),
+                       process_set=_set_of(op))
     return [grad, None]
 
 
 def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
                    prescale_factor=1.0, postscale_factor=1.0):
-    """The reducescatter op: this rank's rows (the first size() % rows ranks one more) of
-    ``tensor`` reduced over every rank."""
+    """The reducescatter op: this rank's rows (the first ``rows % size`` ranks one more) of
+    ``tensor`` reduced over the ranks of ``process_set`` by the engine's reduce-scatter."""
     return _reduction(_ops.ringrun_reducescatter, 'RingrunReducescatter', tensor, name, op, prescale_factor,
                       postscale_factor, ignore_name_scope, process_set)
 
@@ -253,7 +272,7 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False, process_s
 def _scatter_grad_scale(op, grads):
     factor = op.get_attr('prescale_factor') * op.get_attr('postscale_factor')
     if op.get_attr('reduce_op') == Sum:
-        factor *= size()
+        factor *= _set_size(_set_of(op))
     return [g * factor if factor != 1.0 else g for g in grads]
 
 
@@ -261,7 +280,7 @@ def _scatter_grad_scale(op, grads):
 def _reducescatter_grad(op, grad):
     """The gradient of a reducescatter is the allgather of the (scaled) gradient."""
     (scaled,) = _scatter_grad_scale(op, [grad])
-    return allgather(scaled, ignore_name_scope=op.get_attr('ignore_name_scope'))
+    return allgather(scaled, ignore_name_scope=op.get_attr('ignore_name_scope'), process_set=_set_of(op))
 
 
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
@@ -273,26 +292,26 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False, 
 
 @ops.RegisterGradient('RingrunGroupedReducescatter')
 def _grouped_reducescatter_grad(op, *grads):
-    ignore = op.get_attr('ignore_name_scope')
-    return [allgather(g, ignore_name_scope=ignore) for g in _scatter_grad_scale(op, grads)]
+    ignore, process_set = op.get_attr('ignore_name_scope'), _set_of(op)
+    return [allgather(g, ignore_name_scope=ignore, process_set=process_set) for g in _scatter_grad_scale(op, grads)]
 
 
 def join():
-    """Waits until every rank has called join() and returns the rank that called it last.
-
-    Unlike Horovod's, a rank that has joined does not stand in for allreduces the other ranks
-    still submit: every rank must submit the same collectives before joining.
-    """
+    """This rank has no more data: until every rank has called join() it stands in for the
+    allreduces the others still submit (with zeros, the identity of Min, Max and Product), and
+    their other collectives fail. Returns the rank that joined last (an int32 scalar tensor).
+    Every rank of the job calls it; it takes no process set, as in Horovod."""
     return _ops.ringrun_join()
 
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank has reached it (an op in a graph)."""
+    """Returns once every rank of ``process_set`` has reached it (an op in a graph)."""
     return _ops.ringrun_barrier(process_set_id=_process_set_id(process_set, "barrier"))
 
 
 def size_op(process_set_id=0, name=None):
-    """size() as an op, read when the graph runs (it changes in an elastic job)."""
+    """The number of ranks of the process set with this id (every rank's for 0) as an op, read
+    when the graph runs (it changes in an elastic job)."""
     return _ops.ringrun_size(process_set_id=process_set_id, name=name)
 
 
@@ -312,15 +331,17 @@ def local_rank_op(name=None):
 
 
 def process_set_included_op(process_set_id=0, name=None):
-    """1 as an op when this rank is in the process set (always, for the global one)."""
+    """1 as an op when this rank is in the process set with this id (always, for the global
+    one), else 0; an id no set has raises InvalidArgumentError."""
     return _ops.ringrun_process_set_included(process_set_id=process_set_id, name=name)
 
 
 def _size_in(dtype, process_set=global_process_set):
-    """size() as a tensor of ``dtype``: an op in an elastic job (graphs outlive a reset), else a constant."""
+    """The process set's size as a tensor of ``dtype``: an op in an elastic job (graphs outlive a
+    reset), else a constant."""
     if _ringrun.elastic_enabled():
-        return tf.cast(size_op(), dtype)
-    return tf.cast(size(), dtype)
+        return tf.cast(size_op(_process_set_id(process_set, "size_op")), dtype)
+    return tf.cast(_set_size(process_set), dtype)
 
 
 for _op_type in ('RingrunSize', 'RingrunLocalSize', 'RingrunRank', 'RingrunLocalRank', 'RingrunProcessSetIncluded',

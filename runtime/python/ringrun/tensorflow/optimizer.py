@@ -3,6 +3,7 @@ and TensorFlow 1's tf.compat.v1.train.Optimizer (gradients averaged in compute_g
 
 import tensorflow as tf
 
+from ringrun.tensorflow.adasum_optimizer import _DistributedAdasumOptimizer
 from ringrun.tensorflow.compression import Compression
 from ringrun.tensorflow.gradients import _check_options, _make_allreduce_grads_fn, _reduce_except_local
 from ringrun.tensorflow.keras.optimizer import DistributedOptimizer as _keras_distributed_optimizer
@@ -23,14 +24,15 @@ class _DistributedLegacyOptimizer(tf.compat.v1.train.Optimizer):
         self.process_set = process_set
 
     def register_local_var(self, var):
-        """Keeps the gradient of ``var`` local (only divided by size() when scale_local_gradients)."""
+        """Keeps the gradient of ``var`` local (only divided by the process set's size when
+        scale_local_gradients)."""
         self._local_vars.add(_ref(var))
 
     def compute_gradients(self, *args, **kwargs):
         """The wrapped optimizer's (gradient, variable) pairs, the gradients averaged over the ranks."""
         grads, variables = zip(*self._optimizer.compute_gradients(*args, **kwargs))
         reduced = _reduce_except_local(self._allreduce_grads, list(grads), list(variables), self._local_vars,
-                                       self.scale_local_gradients)
+                                       self.scale_local_gradients, self.process_set)
         return list(zip(reduced, variables))
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
@@ -58,11 +60,20 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense='
     Horovod's: ``op`` (Average or Sum), ``compression``, ``sparse_as_dense``,
     ``gradient_predivide_factor``, ``groups``, ``backward_passes_per_step`` with
     ``average_aggregated_gradients`` (Keras optimizers), ``register_local_var()`` for variables
-    whose gradients stay local.
+    whose gradients stay local, ``process_set`` (the ranks that average).
+
+    ``op=Adasum`` with a ``tf.compat.v1.train.Optimizer`` returns Horovod's delta optimizer
+    (adasum_optimizer.py: each rank steps locally and the variables' changes are combined by
+    Adasum every ``backward_passes_per_step`` steps); Keras optimizers refuse it with ValueError,
+    as Horovod's do.
     """
-    if op == Adasum:
-        raise NotImplementedError("DistributedOptimizer: op=Adasum is not supported by ringrun; use Average or Sum")
+    if op == Adasum and average_aggregated_gradients:
+        raise ValueError("DistributedOptimizer: op=Adasum combines updates, not averaged gradients; leave "
+                         "average_aggregated_gradients=False")
     groups = _check_options(op, gradient_predivide_factor, num_groups, groups)
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer) and op == Adasum:
+        return _DistributedAdasumOptimizer(optimizer, name, use_locking, device_dense, device_sparse, compression,
+                                           backward_passes_per_step, process_set)
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         if backward_passes_per_step != 1:
             raise NotImplementedError("DistributedOptimizer: backward_passes_per_step > 1 needs a Keras optimizer "

@@ -11,6 +11,7 @@ ranks, also within a process set, as in Horovod.
 import torch
 
 from ringrun import _ringrun
+from ringrun.common.basics import _root_index
 from ringrun.torch.basics import (Average, Sum, _add_group, _add_pending, _check_dense, _completed, _op_code,
                                   _set_size, global_process_set, rank, synchronize)
 from ringrun.torch.compression import Compression
@@ -130,9 +131,7 @@ def _root_in_set(root_rank, process_set, what):
         if not 0 <= root_rank < _set_size(process_set):
             raise ValueError(f"{what}: root_rank {root_rank} is not a rank of this job (0..{_set_size(process_set) - 1})")
         return root_rank
-    if process_set.ranks is None or root_rank not in process_set.ranks:
-        raise ValueError(f"{what}: root_rank {root_rank} is not in {process_set}")
-    return process_set.ranks.index(root_rank)
+    return _root_index(root_rank, process_set, what)
 
 
 def _broadcast_async(tensor, output, root_rank, name, process_set, what):

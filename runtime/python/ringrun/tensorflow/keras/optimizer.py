@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from ringrun.tensorflow.compression import Compression
 from ringrun.tensorflow.gradients import _check_options, _make_allreduce_grads_fn, _reduce_except_local
-from ringrun.tensorflow.mpi_ops import Average, Sum, global_process_set
+from ringrun.tensorflow.mpi_ops import Adasum, Average, Sum, global_process_set
 from ringrun.tensorflow.util import _ref
 
 
@@ -86,15 +86,15 @@ class _DistributedOptimizer:
     """Mixed in before the wrapped optimizer's class: reduces the gradients in apply()."""
 
     def register_local_var(self, var):
-        """Keeps the gradient of ``var`` local: not averaged over the ranks (only divided by
-        size() when scale_local_gradients)."""
+        """Keeps the gradient of ``var`` local: not averaged over the ranks (only divided by the
+        process set's size when scale_local_gradients)."""
         self._ringrun_local.add(_ref(var))
 
     def _ringrun_reduce(self, grads, variables):
         """The first phase: this call's gradients averaged over the ranks (or aggregated)."""
         def reduce(gs):
             return _reduce_except_local(self._ringrun_allreduce, gs, variables, self._ringrun_local,
-                                        self._ringrun_scale_local)
+                                        self._ringrun_scale_local, self.process_set)
         if self._agg_helper is None:
             return reduce(list(grads))
         return self._agg_helper.aggregate(list(grads), reduce)
@@ -189,6 +189,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
     them on the N-th (divided by N with ``average_aggregated_gradients``); ``register_local_var()``
     keeps a variable's gradient local. Not inside XLA: compile with ``jit_compile=False``.
     """
+    if op == Adasum:
+        raise ValueError('DistributedOptimizer: op=Adasum is not supported with Keras optimizers (as in Horovod); '
+                         'use DistributedGradientTape(op=Adasum), or hvd.DistributedOptimizer with a '
+                         'tf.compat.v1.train.Optimizer (the delta optimizer)')
     if op not in (Average, Sum):
         raise ValueError('DistributedOptimizer: op must be Average or Sum for Keras optimizers')
     groups = _check_options(op, gradient_predivide_factor, num_groups, groups)
