@@ -22,7 +22,8 @@ done
 
 # A cluster of its own (directory and namespace names), so a developer's cluster is left alone.
 RINGRUN_CLUSTER_DIR=$(mktemp -d /tmp/ringrun-cluster-test.XXXXXX)
-export RINGRUN_CLUSTER_DIR RINGRUN_CLUSTER_PREFIX=rrt
+# rrs: this test's own namespace prefix; the two-host runtime test, which may run beside it, makes rrt-*.
+export RINGRUN_CLUSTER_DIR RINGRUN_CLUSTER_PREFIX=rrs
 OUT=$(mktemp -d /tmp/ringrun-cluster-out.XXXXXX)
 cleanup() {
   "$CLUSTER" down || echo "cleanup: down failed" >&2
@@ -93,7 +94,7 @@ got=$(run "$PROBE" job "$job" || true)
 "$CLUSTER" down
 trap 'rm -rf "$OUT"' EXIT
 [[ ! -e $RINGRUN_CLUSTER_DIR ]] || fail "down left $RINGRUN_CLUSTER_DIR"
-if ip netns list | grep -q '^rrt-'; then fail "down left namespaces: $(ip netns list | grep '^rrt-' | tr '\n' ' ')"; fi
+if ip netns list | grep -q '^rrs-'; then fail "down left namespaces: $(ip netns list | grep '^rrs-' | tr '\n' ' ')"; fi
 for cmdline in /proc/[0-9]*/cmdline; do
   if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF "$RINGRUN_CLUSTER_DIR"; then
     fail "down left process ${cmdline//[^0-9]/}: $(tr '\0' ' ' <"$cmdline")"
