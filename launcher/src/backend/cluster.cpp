@@ -123,9 +123,10 @@ class SrunBackend final : public ClusterBackend {
                                          const Environment& env) const override {
     std::vector<std::string> argv = {"srun", fmt::format("--ntasks={}", plan.world_size),
                                      fmt::format("--nodes={}", plan.hosts.size()), "--distribution=block",
-                                     "--kill-on-bad-exit=1", "--disable-status"};
-    // --disable-status: Ctrl-C reaches the ranks at once, as in the other modes; srun alone
-    // would only print its status (ringrun(1), DESCRIPTION).
+                                     "--kill-on-bad-exit=1", "--quiet", "--disable-status"};
+    // --quiet: srun's informational lines (a step retried while the last one's nodes are still
+    // busy) are not the program's output. --disable-status: Ctrl-C reaches the ranks at once, as
+    // in the other modes; srun alone would only print its status (ringrun(1), DESCRIPTION).
     // The task shim pins each rank from the topology, so srun must not bind as well. Under
     // TaskPlugin=task/none srun binds nothing and warns about any --cpu-bind: ask only where
     // the cluster's configuration can bind.
