@@ -6,6 +6,7 @@
 // through the engine.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -62,7 +63,7 @@ void run_cases(const std::vector<std::string>& hosts, std::vector<Case>& cases, 
       out.assign(input.size() + 1, '\x5a');  // one guard byte
       if (k % 2 == 0) {
         comm.allreduce(input.data(), input.data(), count, c.dtype, RINGRUN_ADASUM);
-        std::memcpy(out.data(), input.data(), input.size());
+        std::copy(input.begin(), input.end(), out.begin());
       } else {
         comm.allreduce(input.data(), out.data(), count, c.dtype, RINGRUN_ADASUM);
       }
@@ -77,7 +78,7 @@ void run_cases(const std::vector<std::string>& hosts, std::vector<Case>& cases, 
     const double error = test::relative_error(test::from_bytes(got, c.dtype), c.expected);
     CHECK(error <= test::adasum_tolerance(c.dtype, n));
     for (int r = 1; r < n; ++r)
-      CHECK(std::memcmp(c.results[static_cast<std::size_t>(r)].data(), got.data(), bytes) == 0);
+      CHECK(std::equal(got.begin(), got.end(), c.results[static_cast<std::size_t>(r)].begin()));
   }
 }
 
