@@ -39,26 +39,33 @@ void copy_out(char* dst, const char* src, std::size_t n, bool stream) {
   std::memcpy(dst, src, n);
 }
 
-// The last reduction step of a shard, for float32 sums (what gradients are): ring = a + b and the
-// same values to out, in one pass. Reducing into the ring chunk and then copying it out reads the
-// result back once more; on the large messages that matter here that extra pass is about a tenth
-// of the work. out gets non-temporal stores when stream (see copy_out).
-void sum_f32_to_both(float* ring, char* out, const float* a, const float* b, std::size_t n, bool stream) {
+// The last reduction step of a shard, for float32 sums and averages (what gradients are):
+// ring = a + b (divided by `divisor` for an average) and the same values to out, in one pass.
+// Reducing into the ring chunk, dividing there and then copying it out reads the result back twice
+// more; on the large messages that matter here those passes cost a third of the reduction. The
+// division is IEEE division by the same float as core::finish_average's, so the bits are the same.
+// out gets non-temporal stores when stream (see copy_out).
+template <bool Divide>
+static void sum_f32_to_both_impl(float* ring, char* out, const float* a, const float* b, std::size_t n, bool stream,
+                                 float divisor) {
+  auto value = [&](std::size_t i) { return Divide ? (a[i] + b[i]) / divisor : a[i] + b[i]; };
   std::size_t i = 0;
 #if defined(__SSE2__)
   // Scalar until out is 16-byte aligned (the non-temporal store needs it; elements are 4-byte).
   while (i < n && (reinterpret_cast<std::uintptr_t>(out + i * 4) & 15) != 0) {
-    const float v = a[i] + b[i];
+    const float v = value(i);
     ring[i] = v;
     std::memcpy(out + i * 4, &v, 4);
     ++i;
   }
   if ((reinterpret_cast<std::uintptr_t>(out + i * 4) & 15) == 0) {
+    const __m128 d = _mm_set1_ps(divisor);
+    auto sum = [&](std::size_t at) {
+      const __m128 v = _mm_add_ps(_mm_loadu_ps(a + at), _mm_loadu_ps(b + at));
+      return Divide ? _mm_div_ps(v, d) : v;
+    };
     for (; i + 16 <= n; i += 16) {
-      __m128 v0 = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
-      __m128 v1 = _mm_add_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(b + i + 4));
-      __m128 v2 = _mm_add_ps(_mm_loadu_ps(a + i + 8), _mm_loadu_ps(b + i + 8));
-      __m128 v3 = _mm_add_ps(_mm_loadu_ps(a + i + 12), _mm_loadu_ps(b + i + 12));
+      __m128 v0 = sum(i), v1 = sum(i + 4), v2 = sum(i + 8), v3 = sum(i + 12);
       _mm_storeu_ps(ring + i, v0);
       _mm_storeu_ps(ring + i + 4, v1);
       _mm_storeu_ps(ring + i + 8, v2);
@@ -81,10 +88,15 @@ void sum_f32_to_both(float* ring, char* out, const float* a, const float* b, std
   (void)stream;
 #endif
   for (; i < n; ++i) {
-    const float v = a[i] + b[i];
+    const float v = value(i);
     ring[i] = v;
     std::memcpy(out + i * 4, &v, 4);
   }
+}
+
+void sum_f32_to_both(float* ring, char* out, const float* a, const float* b, std::size_t n, bool stream, int average_of) {
+  if (average_of > 1) return sum_f32_to_both_impl<true>(ring, out, a, b, n, stream, static_cast<float>(average_of));
+  sum_f32_to_both_impl<false>(ring, out, a, b, n, stream, 1.0f);
 }
 
 // Orders non-temporal stores before whatever the caller does after the collective returns.

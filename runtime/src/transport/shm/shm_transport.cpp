@@ -476,7 +476,7 @@ struct ShmTransport::Streamed {
   const Pieces& pieces;
   std::size_t esize, per_chunk;  // per_chunk: elements in a ring chunk
   std::uint32_t first;  // the first chunk's global number
-  bool stream, f32_sum;
+  bool stream, f32_sum;  // f32_sum: float32 SUM or AVERAGE, the one-pass last step
   std::size_t elements(std::size_t k) const { return std::min(per_chunk, header.count - k * per_chunk); }
   std::uint32_t global(std::size_t k) const { return first + static_cast<std::uint32_t>(k); }
   std::size_t offset(std::size_t k) const { return k * per_chunk * esize; }
@@ -495,7 +495,7 @@ void ShmTransport::allreduce_scattered(const OpHeader& header, std::span<const B
   const std::size_t per_chunk = chunk_bytes(bytes, 1) / esize;
   const std::size_t chunks = (header.count + per_chunk - 1) / per_chunk;
   const Streamed call{header, pieces, esize, per_chunk, begin_streamed(header, chunks), bytes >= kStreamMinBytes,
-                      header.dtype == RINGRUN_FLOAT32 && header.op == RINGRUN_SUM};
+                      header.dtype == RINGRUN_FLOAT32 && (header.op == RINGRUN_SUM || header.op == RINGRUN_AVERAGE)};
   // Step s: export chunk s, reduce chunk s-1, collect chunk s-2 (see the header).
   for (std::size_t step = 0; step < chunks + 2; ++step) {
     if (step < chunks) {
@@ -543,7 +543,8 @@ void ShmTransport::reduce_chunk(const Streamed& call, std::size_t k) {
     char* mine = ring(r, g) + at + done;
     auto source = [&](int p) -> const char* { return p == r ? in : ring(p, g) + at + done; };
     if (call.f32_sum) {
-      // The same order as below ((s0 + s1) + s2 ...), the last addition writing both outputs.
+      // The same order as below ((s0 + s1) + s2 ...), the last addition (and an average's
+      // division) writing both outputs.
       const float* acc = reinterpret_cast<const float*>(source(0));
       if (n > 2) {
         reduce(mine, source(0), source(1), count, header.dtype, header.op);
@@ -551,7 +552,8 @@ void ShmTransport::reduce_chunk(const Streamed& call, std::size_t k) {
         acc = reinterpret_cast<const float*>(mine);
       }
       sum_f32_to_both(reinterpret_cast<float*>(mine), out, acc,
-                      reinterpret_cast<const float*>(source(n > 2 ? n - 1 : 1)), count, call.stream);
+                      reinterpret_cast<const float*>(source(n > 2 ? n - 1 : 1)), count, call.stream,
+                      header.op == RINGRUN_AVERAGE ? n : 0);
     } else {
       reduce(mine, source(0), source(1), count, header.dtype, header.op);
       for (int p = 2; p < n; ++p) reduce(mine, mine, source(p), count, header.dtype, header.op);
