@@ -11,11 +11,11 @@ from contextlib import contextmanager
 import torch
 
 from ringrun import _ringrun
-from ringrun.torch.basics import Adasum, Average, global_process_set, size, synchronize
+from ringrun.torch.basics import Adasum, Average, Sum, global_process_set, size, synchronize
 from ringrun.torch.adasum_optimizer import DistributedAdasumOptimizer
 from ringrun.torch.compression import Compression
 from ringrun.torch.functions import broadcast_object
-from ringrun.torch.reduce_ops import allreduce_async_, grouped_allreduce_async_
+from ringrun.torch.reduce_ops import allreduce_async_, gradient_allreduce_async_, grouped_allreduce_async_
 from ringrun.torch.sparse import sparse_allreduce_async
 
 __all__ = ['DistributedOptimizer']
@@ -87,6 +87,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.op = op
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
+        # The common case (no compression, Average or Sum, no predivision) submits through
+        # gradient_allreduce_async_ under names made here once.
+        self._lean = (compression is Compression.none and op in (Average, Sum)
+                      and gradient_predivide_factor == 1.0)
+        self._engine_names = {v: 'allreduce.' + k for k, v in named_parameters}
 
         self._handles = {}        # parameter, or tuple of parameters for a group -> (handle, ctx)
         self._grad_accs = []      # the hooked grad accumulators: kept alive, or the hooks vanish
@@ -182,6 +187,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return p.grad.to_dense() if p.grad.is_sparse else p.grad
 
     def _allreduce_grad_async(self, p):
+        if self._lean and p.grad is not None:
+            handle = gradient_allreduce_async_(p.grad, self._engine_names[p], self.op, self.process_set)
+            if handle is not None:
+                return handle, (p.grad, None)
         name = self._parameter_names[p]
         if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
             # Rows of an embedding that ranks touch differently: gathered, summed when coalesced.
