@@ -17,6 +17,7 @@ from ringrun.torch.compression import Compression
 from ringrun.torch.functions import broadcast_object
 from ringrun.torch.reduce_ops import allreduce_async_, gradient_allreduce_async_, grouped_allreduce_async_
 from ringrun.torch.sparse import sparse_allreduce_async
+from ringrun.torch.submission import op_name
 
 __all__ = ['DistributedOptimizer']
 
@@ -91,7 +92,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # gradient_allreduce_async_ under names made here once.
         self._lean = (compression is Compression.none and op in (Average, Sum)
                       and gradient_predivide_factor == 1.0)
-        self._engine_names = {v: 'allreduce.' + k for k, v in named_parameters}
+        self._engine_names = {v: op_name(_ringrun.ALLREDUCE, k) for k, v in named_parameters}
 
         self._handles = {}        # parameter, or tuple of parameters for a group -> (handle, ctx)
         self._grad_accs = []      # the hooked grad accumulators: kept alive, or the hooks vanish

@@ -14,7 +14,7 @@ from ringrun.torch import adasum
 from ringrun.torch.basics import (_DTYPES, Adasum, _add_group, _add_pending, _check_dense, _completed, _op_code, _set_id,
                                   global_process_set, synchronize)
 from ringrun.torch.compression import Compression
-from ringrun.torch.submission import scale, submit
+from ringrun.torch.submission import scale, submit, submit_checked
 
 
 def _submit_allreduce(tensor, output, name, op, prescale_factor, postscale_factor, process_set, what):
@@ -44,18 +44,15 @@ def _submit_allreduce(tensor, output, name, op, prescale_factor, postscale_facto
 
 def gradient_allreduce_async_(tensor, engine_name, op, process_set):
     """The DistributedOptimizer's per-gradient submission: an in-place allreduce of a contiguous
-    dense CPU tensor without scaling, under a name made once per parameter (``allreduce.<name>``).
+    dense CPU tensor without scaling, under the engine name made once per parameter (op_name).
     It runs inside backward hooks, once per parameter and step, between the model's kernels, where
     every Python call is cache-cold: the same op as allreduce_async_, without its general steps.
     Returns None when the tensor needs the general path (another device, layout or dtype)."""
     code = _DTYPES.get(tensor.dtype)
     if code is None or not tensor.is_cpu or tensor.is_sparse or not tensor.is_contiguous():
         return None
-    count = tensor.numel()
-    ptr = tensor.data_ptr() if count else 0
-    handle, _ = _ringrun.submit(_ringrun.ALLREDUCE, engine_name, ptr, ptr, count, code, op, 0,
-                                list(tensor.shape) if tensor.dim() else [1], None, False,
-                                _set_id(process_set, "DistributedOptimizer"))
+    handle, _ = submit_checked(_ringrun.ALLREDUCE, engine_name, tensor, tensor, code, op, 0,
+                               _set_id(process_set, "DistributedOptimizer"))
     return _add_pending((handle,), tensor, lambda: tensor)
 
 

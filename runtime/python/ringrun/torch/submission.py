@@ -55,10 +55,16 @@ def submit(kind, what, tensor, recv=None, name=None, op=0, root=0, process_set=N
     code = _check_tensor(tensor, what)
     set_id = _set_id(process_set, what)
     engine_name = None if automatic_name else op_name(kind, name)
-    send_ptr = tensor.data_ptr() if tensor.numel() else 0
+    return submit_checked(kind, engine_name, tensor, recv, code, op, root, set_id, splits, variable)
+
+
+def submit_checked(kind, engine_name, tensor, recv, code, op, root, set_id, splits=None, variable=False):
+    """The runtime's submit of a tensor already checked: dtype code, set id and engine name given."""
+    count = tensor.numel()
+    send_ptr = tensor.data_ptr() if count else 0
     recv_ptr = recv.data_ptr() if recv is not None and recv.numel() else 0
     shape = list(tensor.shape) if tensor.dim() else [1]
-    return _ringrun.submit(kind, engine_name, send_ptr, recv_ptr, tensor.numel(), code, op, root, shape,
+    return _ringrun.submit(kind, engine_name, send_ptr, recv_ptr, count, code, op, root, shape,
                            splits, variable, set_id)
 
 

@@ -43,7 +43,8 @@ void copy_out(char* dst, const char* src, std::size_t n, bool stream) {
 // ring = a + b (divided by the ranks for an average) and the same values to out, in one pass.
 // Reducing into the ring chunk, dividing there and then copying it out reads the result back twice
 // more; on the large messages that matter here those passes cost a third of the reduction. The
-// division is IEEE division by the same float as core::finish_average's, so the bits are the same.
+// division is core::finish_average's (IEEE, by the same float), or for a power-of-two number of
+// ranks the multiplication by its exact reciprocal: the bits are the same either way.
 // out gets non-temporal stores when stream (see copy_out).
 enum class Scale { none, divide, multiply };
 
