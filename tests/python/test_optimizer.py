@@ -2,9 +2,9 @@
 """DistributedOptimizer: training on N ranks equals one model trained on the global batch.
 
 Every rank builds the global batch from one seed and trains on its slice; a reference model on
-every rank trains on the whole batch. Also: fp16 compression, backward_passes_per_step,
-clipping after synchronize(), groups, a parameter only some ranks use, sparse_as_dense, and the
-errors (type and message) of misuse.
+every rank trains on the whole batch. Also: gradients of mixed sizes, dtypes and layouts, fp16
+compression, backward_passes_per_step, clipping after synchronize(), groups, a parameter only some
+ranks use, sparse_as_dense, and the errors (type and message) of misuse.
 """
 
 import warnings
@@ -51,11 +51,32 @@ def assert_close(model, ref, tol, what):
     assert diff <= tol, f'{what}: differs from the global-batch reference by {diff}'
 
 
-def train(what, opt_cls, steps=3, passes=1, clip=None, groups=None, opt_kw=None, ref_lr_scale=1.0, **dist_kw):
+class Mixed(torch.nn.Module):
+    """Gradients of several sizes, one in float64 and one not contiguous (a channels_last
+    convolution's): the optimizer's short path and its general one in the same step."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, (1, 3), padding=(0, 1)).to(memory_format=torch.channels_last)
+        self.wide = torch.nn.Linear(20, 1024)
+        self.out = torch.nn.Linear(1024, 3).double()
+
+    def forward(self, x):
+        h = self.conv(x.view(-1, 1, 1, 5).expand(-1, 2, 1, 5).contiguous(memory_format=torch.channels_last))
+        return self.out(torch.tanh(self.wide(h.flatten(1))).double()).float()
+
+
+def make_mixed(seed):
+    torch.manual_seed(seed)
+    return Mixed()
+
+
+def train(what, opt_cls, steps=3, passes=1, clip=None, groups=None, opt_kw=None, ref_lr_scale=1.0, make=make_model,
+          **dist_kw):
     """Trains a distributed model and the global-batch reference; returns both."""
     opt_kw = opt_kw or {}
-    model = make_model(seed=10 + R)  # a different init per rank: broadcast_parameters fixes it
-    ref = make_model(seed=10)        # rank 0's init
+    model = make(seed=10 + R)  # a different init per rank: broadcast_parameters fixes it
+    ref = make(seed=10)        # rank 0's init
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     assert_close(model, ref, 0.0, what + ' after broadcast_parameters')
     if callable(groups):
@@ -113,6 +134,11 @@ model, ref = train('predivide', torch.optim.SGD, opt_kw=dict(lr=0.1), gradient_p
 assert_close(model, ref, TOL, 'gradient_predivide_factor')
 model, ref = train('sum', torch.optim.SGD, opt_kw=dict(lr=0.1), op=hvd.Sum, ref_lr_scale=N)
 assert_close(model, ref, TOL, 'op=Sum')
+model, ref = train('mixed', torch.optim.SGD, opt_kw=dict(lr=0.1, momentum=0.9), make=make_mixed)
+assert not model.conv.weight.grad.is_contiguous(), 'mixed: the convolution\'s gradient is contiguous after all'
+assert_close(model, ref, TOL, 'mixed sizes, dtypes and layouts')
+model, ref = train('mixed_passes', torch.optim.SGD, passes=2, opt_kw=dict(lr=0.1), make=make_mixed)
+assert_close(model, ref, TOL, 'mixed, backward_passes_per_step=2')
 
 # Groups: an int, a list (ungrouped parameters form their own groups), num_groups (deprecated).
 model, ref = train('groups_int', torch.optim.SGD, groups=2, opt_kw=dict(lr=0.1, momentum=0.9))
