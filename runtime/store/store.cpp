@@ -399,17 +399,22 @@ Bytes Client::get(const std::string& key, Duration timeout) {
   throw StoreTimeout(fmt::format("key '{}' was not set within {} ms", key, timeout.count()), {key});
 }
 
-std::vector<Bytes> Client::wait(const std::vector<std::string>& keys, Duration timeout) {
+std::vector<Bytes> Client::wait(const std::vector<std::string>& keys, Duration timeout,
+                                const std::function<bool()>& interrupted) {
   auto deadline = net::Clock::now() + timeout;
   std::vector<Bytes> values(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    auto left = std::chrono::duration_cast<Duration>(deadline - net::Clock::now());
-    Bytes value;
-    Reply reply = request(kGet, keys[i], "", static_cast<std::uint32_t>(std::max<long long>(0, left.count())), &value);
-    if (reply == Reply::kValue) {
-      values[i] = std::move(value);
-      continue;
+    Reply reply;
+    for (;;) {
+      auto left = std::max(Duration::zero(), std::chrono::duration_cast<Duration>(deadline - net::Clock::now()));
+      const Duration slice = interrupted ? std::min(left, kInterruptSlice) : left;
+      reply = request(kGet, keys[i], "", static_cast<std::uint32_t>(slice.count()), &values[i]);
+      if (reply == Reply::kValue || slice == left) break;
+      if (interrupted())
+        throw StoreInterrupted(fmt::format("interrupted while waiting for key '{}' ({} of {} keys set)", keys[i], i,
+                                           keys.size()));
     }
+    if (reply == Reply::kValue) continue;
     // Out of time: name every key still missing, not just the first.
     std::vector<std::string> missing;
     for (std::size_t j = i; j < keys.size(); ++j)

@@ -74,6 +74,31 @@ TEST_CASE("store: set, get, blocking get and wait") {
   CHECK(b.get("big", 1s) == big);
 }
 
+TEST_CASE("store: a wait with an interrupt check asks it between slices and stops when it says so") {
+  Server server("127.0.0.1", 0, kSecret);
+  Client a("127.0.0.1", server.port(), kSecret);
+  Client b("127.0.0.1", server.port(), kSecret);
+  // Not interrupted: values come as without a check, a key set after several slices too.
+  int asked = 0;
+  auto never = [&] { return ++asked, false; };
+  std::thread setter([&] {
+    std::this_thread::sleep_for(350ms);
+    a.set("slow", "v");
+  });
+  CHECK(b.wait({"slow"}, 5s, never) == std::vector<std::string>{"v"});
+  setter.join();
+  CHECK(asked >= 2);
+  // Interrupted on the third question: about three slices, far from the timeout.
+  asked = 0;
+  auto third = [&] { return ++asked == 3; };
+  const auto start = ringrun::net::Clock::now();
+  CHECK_THROWS_AS(b.wait({"slow", "never"}, 30s, third), ringrun::store::StoreInterrupted);
+  CHECK(asked == 3);
+  CHECK(ringrun::net::Clock::now() - start < 5s);
+  // Past the deadline it is a timeout, as without a check.
+  CHECK_THROWS_AS(b.wait({"never"}, 150ms, never), ringrun::store::StoreTimeout);
+}
+
 TEST_CASE("store: wrong or missing secret is refused, garbage and oversized frames are dropped") {
   Server server("127.0.0.1", 0, kSecret);
   CHECK_THROWS_AS(Client("127.0.0.1", server.port(), std::string(64, 'b'), 2s), ringrun::store::StoreError);

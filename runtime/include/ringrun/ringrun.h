@@ -51,6 +51,11 @@ enum {
 
 int ringrun_init(void);
 int ringrun_finalize(void);
+/* A check that ringrun_init and ringrun_reset call about every 100 ms while they wait at the
+ * rendezvous for the other ranks; when it returns non-zero the call gives up with
+ * RINGRUN_ERR_BOOTSTRAP ("interrupted"). Language bindings pass their signal check, so that Ctrl-C
+ * reaches a rank whose peers have not started. NULL removes it. */
+void ringrun_set_interrupt_check(int (*check)(void *arg), void *arg);
 int ringrun_rank(void);
 int ringrun_size(void);
 int ringrun_local_rank(void);

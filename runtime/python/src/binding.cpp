@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -57,8 +58,32 @@ int query(int (*getter)()) {
 
 using Release = py::call_guard<py::gil_scoped_release>;
 
+// The thread that imported the module: Python's main thread, the only one its signal handlers
+// run on, and the only one the check below takes the GIL on (never a thread of the runtime's).
+std::thread::id g_python_thread;
+
+// ringrun_set_interrupt_check's check: Python's signal handlers get a turn (on the main thread);
+// one that raises (KeyboardInterrupt) leaves its exception set and stops the rendezvous.
+int python_interrupted(void*) {
+  if (std::this_thread::get_id() != g_python_thread || !Py_IsInitialized()) return 0;
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0 ? 1 : 0;
+}
+
+// A call that waits at the rendezvous (init, reset), without the GIL; raises the exception of a
+// signal handler that interrupted it, else the call's error.
+void rendezvous(int (*call)()) {
+  int code;
+  {
+    py::gil_scoped_release release;
+    code = call();
+  }
+  if (code < 0 && PyErr_Occurred()) throw py::error_already_set();
+  check(code);
+}
+
 void define_queries(py::module_& m) {
-  m.def("init", [] { check(ringrun_init()); }, Release(),
+  m.def("init", [] { rendezvous(&ringrun_init); },
         "Bootstraps this rank (rendezvous with every other rank); a no-op when already done.");
   m.def("finalize", [] { check(ringrun_finalize()); }, Release(),
         "Collective: fails pending async ops, stops the engine, closes the connections.");
@@ -151,7 +176,7 @@ void define_async(py::module_& m) {
 // Elastic mode (ringrun --min-np/--max-np): ringrun.torch.elastic's calls. The ones that talk to the
 // launcher's store or re-form the world block, so they release the GIL.
 void define_elastic(py::module_& m) {
-  m.def("reset", [] { check(ringrun_reset()); }, Release(),
+  m.def("reset", [] { rendezvous(&ringrun_reset); },
         "Leaves this world and joins the next one (same pid, maybe another rank and size). Raises "
         "InternalError with code ERR_REMOVED when this process is not in it (it left, or the job ended), "
         "ERR_RESET when a member was lost while it formed (call it again).");
@@ -201,4 +226,6 @@ PYBIND11_MODULE(_ringrun, m) {
   define_async(m);
   ringrun::python::define_submission(m);
   define_elastic(m);
+  g_python_thread = std::this_thread::get_id();
+  ringrun_set_interrupt_check(&python_interrupted, nullptr);
 }

@@ -154,6 +154,8 @@ int ringrun_init(void) {
   }
 }
 
+void ringrun_set_interrupt_check(int (*check)(void* arg), void* arg) { set_interrupt_check(check, arg); }
+
 int ringrun_finalize(void) {
   try {
     std::lock_guard lock(process_mutex());

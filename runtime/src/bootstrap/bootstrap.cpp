@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -35,7 +36,24 @@ std::string join_ranks(const std::vector<int>& ranks) {
 // Each ringrun_init in a process uses fresh keys, so a job may finalize and init again.
 std::atomic<int> g_generation{0};
 
+std::mutex g_interrupt_mutex;
+InterruptCheck g_interrupt_check = nullptr;
+void* g_interrupt_arg = nullptr;
+
+// The installed check as a store wait takes it; empty when none is installed.
+std::function<bool()> interrupt_check() {
+  std::lock_guard lock(g_interrupt_mutex);
+  if (!g_interrupt_check) return {};
+  return [check = g_interrupt_check, arg = g_interrupt_arg] { return check(arg) != 0; };
+}
+
 }  // namespace
+
+void set_interrupt_check(InterruptCheck check, void* arg) {
+  std::lock_guard lock(g_interrupt_mutex);
+  g_interrupt_check = check;
+  g_interrupt_arg = arg;
+}
 
 StoreExchange::StoreExchange(std::unique_ptr<store::Client> client, std::string prefix, int rank, int size,
                              std::chrono::milliseconds timeout, std::unique_ptr<store::Server> hosted)
@@ -59,7 +77,7 @@ std::vector<std::string> StoreExchange::allgather(const std::string& mine) {
     client_->set(base + std::to_string(rank_), mine);
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(base + std::to_string(r));
-    std::vector<std::string> records = client_->wait(keys, timeout_);
+    std::vector<std::string> records = client_->wait(keys, timeout_, interrupt_check());
     // Elastic mode: the launcher marks the key of a member that died before publishing, so that
     // the others learn at once that this world will not form (a newer one follows).
     for (int r = 0; r < size_; ++r)
@@ -77,6 +95,9 @@ std::vector<std::string> StoreExchange::allgather(const std::string& mine) {
                        fmt::format("rendezvous: rank{} {} never arrived at {} within {} s (of {} ranks)",
                                    missing.size() > 1 ? "s" : "", join_ranks(missing), name(),
                                    timeout_.count() / 1000.0, size_));
+  } catch (const store::StoreInterrupted&) {
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: interrupted while waiting for the other {} "
+                                                          "ranks at {}", size_ - 1, name()));
   } catch (const store::StoreError& e) {
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: {}", e.what()));
   }

@@ -17,14 +17,20 @@ class Server;
 
 namespace ringrun::core {
 
+// The check a rendezvous through the store calls about every 100 ms while it waits for other
+// ranks (ringrun_set_interrupt_check, ringrun(3)); non-zero gives up. Null: wait without one.
+using InterruptCheck = int (*)(void* arg);
+void set_interrupt_check(InterruptCheck check, void* arg);
+
 // An all-gather of one small record per rank, used once per communicator at start-up.
 class Exchange {
  public:
   virtual ~Exchange() = default;
   virtual std::string name() const = 0;
   // Publishes mine for this rank; returns every rank's record in rank order. Throws RuntimeError
-  // (RINGRUN_ERR_TIMEOUT) naming the ranks that never published within the timeout, or
-  // (RINGRUN_ERR_RESET) when a rank's record is the elastic launcher's tombstone.
+  // (RINGRUN_ERR_TIMEOUT) naming the ranks that never published within the timeout,
+  // (RINGRUN_ERR_RESET) when a rank's record is the elastic launcher's tombstone, or
+  // (RINGRUN_ERR_BOOTSTRAP) when the interrupt check gave up.
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;
   // The IPv4 address through which this host reaches the others, when the exchange knows one.
   virtual std::string local_address_hint() const { return ""; }

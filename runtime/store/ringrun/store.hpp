@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,15 @@ class StoreTimeout : public StoreError {
   std::vector<std::string> missing_;
 };
 
+// A wait gave up because its interrupted() check said so (e.g. Ctrl-C).
+class StoreInterrupted : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+// How often a wait with an interrupted() check asks it: the longest a Ctrl-C waits to be seen.
+inline constexpr Duration kInterruptSlice{100};
+
 // A thread serving the store on bind_address:port until destroyed.
 class Server {
  public:
@@ -78,8 +88,10 @@ class Client {
   // The value if key is set now, nothing otherwise.
   std::optional<Bytes> try_get(const std::string& key);
   // Blocks until every key is set (values in the order of keys); StoreTimeout naming every key
-  // still missing at the deadline.
-  std::vector<Bytes> wait(const std::vector<std::string>& keys, Duration timeout);
+  // still missing at the deadline. With `interrupted`, asks the server in slices of
+  // kInterruptSlice and calls it between them: StoreInterrupted once it returns true.
+  std::vector<Bytes> wait(const std::vector<std::string>& keys, Duration timeout,
+                          const std::function<bool()>& interrupted = {});
 
   // The local address of the connection: the interface through which this host reaches the store.
   sockaddr_in local_address() const;
