@@ -96,8 +96,8 @@ std::vector<std::string> StoreExchange::allgather(const std::string& mine) {
                                    missing.size() > 1 ? "s" : "", join_ranks(missing), name(),
                                    timeout_.count() / 1000.0, size_));
   } catch (const store::StoreInterrupted&) {
-    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: interrupted while waiting for the other {} "
-                                                          "ranks at {}", size_ - 1, name()));
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
+                       fmt::format("rendezvous: interrupted while waiting for the other ranks (of {}) at {}", size_, name()));
   } catch (const store::StoreError& e) {
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("rendezvous: {}", e.what()));
   }
