@@ -77,6 +77,21 @@ def start(flag):
     return proc, lines, pid0
 
 
+def interrupt_rank0(proc, lines, pid0, what):
+    """SIGINT to rank 0 alone; returns the run's output once ringrun ends, and how long after the
+    signal rank 0 reported its KeyboardInterrupt (under a second, asserted)."""
+    sent = time.time()
+    os.kill(pid0, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    text = "".join(lines) + out
+    m = re.search(r"RANK 0 interrupted at ([0-9.]+)", text)
+    assert m, text
+    took = float(m.group(1)) - sent
+    assert took < 1.0, f"{what}: KeyboardInterrupt came {took:.2f} s after SIGINT\n{text}"
+    assert proc.returncode != 0, text
+    return text, took
+
+
 def driver_init():
     proc, lines, pid0 = start("--init-worker")
     while not any("RANK 0 calls init" in line for line in lines):
@@ -84,31 +99,15 @@ def driver_init():
         assert line, "".join(lines)
         lines.append(line)
     time.sleep(1.0)  # rank 0 waits in init() for rank 1, asleep
-    sent = time.time()
-    os.kill(pid0, signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    text = "".join(lines) + out
-    m = re.search(r"RANK 0 interrupted at ([0-9.]+)", text)
-    assert m, text
-    took = float(m.group(1)) - sent
-    assert took < 1.0, f"init(): KeyboardInterrupt came {took:.2f} s after SIGINT\n{text}"
-    assert proc.returncode != 0, text
+    _, took = interrupt_rank0(proc, lines, pid0, "init()")
     print(f"init(): rank 0 raised KeyboardInterrupt {took:.3f} s after SIGINT")
 
 
 def driver():
     proc, lines, pid0 = start("--worker")
     time.sleep(1.0)  # both ranks are in their allreduce
-    sent = time.time()
-    os.kill(pid0, signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    text = "".join(lines) + out
-    m = re.search(r"RANK 0 interrupted at ([0-9.]+)", text)
-    assert m, text
-    took = float(m.group(1)) - sent
-    assert took < 1.0, f"KeyboardInterrupt came {took:.2f} s after SIGINT\n{text}"
+    text, took = interrupt_rank0(proc, lines, pid0, "allreduce")
     assert re.search(r"RANK 1 raised after [0-9.]+ s: .*rank 0", text), text
-    assert proc.returncode != 0, text
     print(f"rank 0 raised KeyboardInterrupt {took:.3f} s after SIGINT; rank 1 failed naming rank 0")
 
 
