@@ -2,9 +2,11 @@
 """op=hvd.Adasum in ringrun.tensorflow against a reference: allreduce and
 grouped_allreduce (eagerly and in a tf.function, every float dtype), in a process set, with the
 scale factors, Horovod's properties (orthogonal tensors sum, equal ones stay), the tape
-(DistributedGradientTape(op=Adasum)) and the delta optimizer (DistributedOptimizer(op=Adasum) of a
-tf.compat.v1.train.Optimizer, with backward_passes_per_step); and the refusals (integers,
-tf.IndexedSlices, Keras optimizers).
+(DistributedGradientTape(op=Adasum)), Keras optimizers (ringrun.keras.DistributedOptimizer(op=Adasum):
+the gradients combined whole, in apply_gradients and in model.fit, as horovod.keras does) and the
+delta optimizer (DistributedOptimizer(op=Adasum) of a tf.compat.v1.train.Optimizer, with
+backward_passes_per_step); and the refusals (integers, tf.IndexedSlices, a Keras optimizer through
+ringrun.tensorflow.DistributedOptimizer, as horovod.tensorflow refuses it).
 
 The reference is ringrun's tree over whole tensors in float64 (tests/python/adasum_reference.py,
 shared with ringrun.torch's test_adasum.py).
@@ -18,6 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import ringrun.keras
 import ringrun.tensorflow as hvd
 import ringrun.tensorflow.keras as hvd_keras
 
@@ -88,6 +91,26 @@ with tf.GradientTape() as tape:
 grads = hvd.DistributedGradientTape(tape, op=hvd.Adasum).gradient(loss, [w])
 check(grads[0], adasum_tree([2 * x for x in inputs((5,), 50)]), tf.float64, 'tape')
 
+# Keras optimizers (horovod.keras: hvd.Adasum): each gradient combined whole, then applied.
+starts = inputs((5,), 70)
+kvar = tf.Variable(tf.constant(starts[R]))
+kopt = ringrun.keras.DistributedOptimizer(keras.optimizers.SGD(0.5), op=ringrun.keras.Adasum)
+kopt.apply_gradients([(tf.constant(2 * starts[R]), kvar)])
+step = -0.5 * adasum_tree([2 * x for x in starts])  # each rank's own start: compared, not gathered
+assert np.allclose(kvar.numpy() - starts[R], step, rtol=1e-12, atol=1e-12), (kvar.numpy() - starts[R], step)
+# ... and in model.fit's compiled step: the kernel moves by the learning rate times the Adasum of
+# the ranks' own gradients (which differ: every rank has its own data).
+features, targets = inputs((8, 3), 80)[R].astype(np.float32), inputs((8, 1), 81)[R].astype(np.float32)
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, use_bias=False, kernel_initializer='ones')])
+with tf.GradientTape() as tape:
+    loss = keras.losses.MeanSquaredError()(targets, model(features))
+own = tape.gradient(loss, model.trainable_variables)[0].numpy().astype(np.float64)
+every = hvd.allgather(tf.constant(own[None])).numpy()
+model.compile(optimizer=hvd_keras.DistributedOptimizer(keras.optimizers.SGD(0.1), op=hvd.Adasum), loss='mse',
+              jit_compile=False)
+model.fit(features, targets, batch_size=8, epochs=1, shuffle=False, verbose=0)
+check(model.get_weights()[0] - 1.0, -0.1 * adasum_tree(list(every)), tf.float32, 'keras model.fit')
+
 # The delta optimizer: local SGD steps, then start + Adasum of the ranks' changes since the start.
 starts = inputs((4,), 60)
 var = tf.Variable(tf.constant(starts[R]))
@@ -105,7 +128,7 @@ for call, kind, word in (
         (lambda: hvd.allreduce(tf.ones([2], tf.int32), op=hvd.Adasum), NotImplementedError, 'floating-point'),
         (lambda: hvd.allreduce(tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0])), op=hvd.Adasum),
          NotImplementedError, 'sparse_as_dense'),
-        (lambda: hvd_keras.DistributedOptimizer(keras.optimizers.SGD(), op=hvd.Adasum), ValueError, 'Keras'),
+        (lambda: hvd.DistributedOptimizer(keras.optimizers.SGD(), op=hvd.Adasum), ValueError, 'ringrun.tensorflow.keras'),
         (lambda: hvd.reducescatter(tf.ones([N]), op=hvd.Adasum), ValueError, 'Average or Sum')):
     try:
         call()

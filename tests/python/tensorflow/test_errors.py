@@ -3,8 +3,8 @@
 and a job that goes on afterwards. Collectives whose ranks disagree (element count, dtype, the
 dimensions after the first, the root) raise FailedPreconditionError on every rank (eagerly and in a
 tf.function); a bad root, bad splits, a duplicate pending name or an op of a process set this rank
-is not in InvalidArgumentError; what Horovod refuses too (Adasum of integers or with a Keras
-optimizer) and the one option ringrun does not have (init(comm=...)) their errors. Also the
+is not in InvalidArgumentError; what Horovod refuses too (Adasum of integers, or with a Keras
+optimizer through hvd.DistributedOptimizer) and the one option ringrun does not have (init(comm=...)) their errors. Also the
 one-line reason the import gives when the op library and TensorFlow do not match.
 """
 
@@ -105,7 +105,8 @@ raises(ValueError, ['add_process_set'], lambda: hvd.allreduce(tf.ones([2]), proc
 # Horovod's option that ringrun does not have: running inside an MPI program.
 raises(NotImplementedError, ['MPI communicator'], lambda: hvd.init(comm=[0, 1]))
 # Adasum combines floating-point tensors (equal ones stay as they are: test_adasum.py checks the
-# arithmetic); integers and Keras optimizers are refused, as in Horovod.
+# arithmetic); integers are refused, and Keras optimizers through hvd.DistributedOptimizer, as in
+# horovod.tensorflow (the Keras module's DistributedOptimizer takes it: test_adasum.py).
 assert np.allclose(hvd.allreduce(tf.fill([3], 2.0), op=hvd.Adasum).numpy(), 2.0)
 raises(NotImplementedError, ['Adasum', 'int32', 'cast'], lambda: hvd.allreduce(tf.ones([2], tf.int32), op=hvd.Adasum))
 raises(ValueError, ['Adasum', 'Keras'], lambda: hvd.DistributedOptimizer(keras.optimizers.SGD(), op=hvd.Adasum))
@@ -117,7 +118,7 @@ slices = tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0]))
 raises(NotImplementedError, ['Sum and Average'], lambda: hvd.allreduce(slices, op=hvd.Max))
 raises(NotImplementedError, ['prescale'], lambda: hvd.allreduce(slices, op=hvd.Sum, prescale_factor=2.0))
 raises(RuntimeError, ['broadcast_variables'], lambda: hvd.broadcast_global_variables(0))
-raises(ValueError, ['Average or Sum'], lambda: hvd_keras.DistributedOptimizer(keras.optimizers.SGD(), op=hvd.Min))
+raises(ValueError, ['Average, Sum or Adasum'], lambda: hvd_keras.DistributedOptimizer(keras.optimizers.SGD(), op=hvd.Min))
 raises(ValueError, ['op=Average'], lambda: hvd.DistributedGradientTape(tf.GradientTape(), op=hvd.Sum,
                                                                        gradient_predivide_factor=2.0))
 raises(ValueError, ['groups'], lambda: hvd.DistributedGradientTape(tf.GradientTape(), groups=-1))

@@ -64,9 +64,14 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense='
 
     ``op=Adasum`` with a ``tf.compat.v1.train.Optimizer`` returns Horovod's delta optimizer
     (adasum_optimizer.py: each rank steps locally and the variables' changes are combined by
-    Adasum every ``backward_passes_per_step`` steps); Keras optimizers refuse it with ValueError,
-    as Horovod's do.
+    Adasum every ``backward_passes_per_step`` steps); with a Keras optimizer it raises ValueError,
+    as horovod.tensorflow's does (``ringrun.tensorflow.keras.DistributedOptimizer`` takes it, as
+    horovod.keras does, and combines the gradients by Adasum).
     """
+    if op == Adasum and not isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        raise ValueError("DistributedOptimizer: op=Adasum with a Keras optimizer is refused here, as by "
+                         "horovod.tensorflow; ringrun.tensorflow.keras.DistributedOptimizer(opt, op=Adasum) "
+                         "combines its gradients by Adasum (as horovod.keras does)")
     if op == Adasum and average_aggregated_gradients:
         raise ValueError("DistributedOptimizer: op=Adasum combines updates, not averaged gradients; leave "
                          "average_aggregated_gradients=False")

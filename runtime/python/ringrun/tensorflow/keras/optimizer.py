@@ -183,18 +183,16 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
         model.compile(optimizer=opt, loss=...)
 
     The result is a new optimizer of a subclass of the given one's class, made from its config
-    (the given optimizer's state is not carried over). ``op`` is Average or Sum; ``compression``
-    (Compression.fp16), ``sparse_as_dense``, ``gradient_predivide_factor`` and ``groups`` as in
-    Horovod; ``backward_passes_per_step=N`` sums N calls' gradients locally and reduces and applies
-    them on the N-th (divided by N with ``average_aggregated_gradients``); ``register_local_var()``
-    keeps a variable's gradient local. Not inside XLA: compile with ``jit_compile=False``.
+    (the given optimizer's state is not carried over). ``op`` is Average, Sum or Adasum (each
+    gradient combined whole by Adasum before it is applied, as horovod.keras does; floating-point
+    gradients, tf.IndexedSlices with ``sparse_as_dense``); ``compression`` (Compression.fp16),
+    ``sparse_as_dense``, ``gradient_predivide_factor`` and ``groups`` as in Horovod;
+    ``backward_passes_per_step=N`` sums N calls' gradients locally and reduces and applies them on
+    the N-th (divided by N with ``average_aggregated_gradients``); ``register_local_var()`` keeps a
+    variable's gradient local. Not inside XLA: compile with ``jit_compile=False``.
     """
-    if op == Adasum:
-        raise ValueError('DistributedOptimizer: op=Adasum is not supported with Keras optimizers (as in Horovod); '
-                         'use DistributedGradientTape(op=Adasum), or hvd.DistributedOptimizer with a '
-                         'tf.compat.v1.train.Optimizer (the delta optimizer)')
-    if op not in (Average, Sum):
-        raise ValueError('DistributedOptimizer: op must be Average or Sum for Keras optimizers')
+    if op not in (Average, Sum, Adasum):
+        raise ValueError('DistributedOptimizer: op must be Average, Sum or Adasum for Keras optimizers')
     groups = _check_options(op, gradient_predivide_factor, num_groups, groups)
     return create_distributed_optimizer(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
                                         gradient_predivide_factor, op, backward_passes_per_step,
