@@ -39,17 +39,30 @@ def broadcast_parameters(params, root_rank):
         synchronize(handle)
 
 
-def _zero_step(optimizer):
+def _sparse_parameters(optimizer, model):
+    """The parameters whose gradients are sparse in training, so that the zero step gives them
+    sparse ones too (Horovod's rule): every one of a SparseAdam, which refuses dense gradients,
+    and, under SGD, those of the model's sparse Embedding and EmbeddingBag modules."""
+    if isinstance(optimizer, torch.optim.SparseAdam):
+        return {id(p) for group in optimizer.param_groups for p in group['params']}
+    if model is None or not isinstance(optimizer, torch.optim.SGD):
+        return set()
+    return {id(p) for m in model.modules()
+            if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse
+            for p in m.parameters()}
+
+
+def _zero_step(optimizer, sparse):
     """Create a fresh optimizer's state with one step on zero gradients, leaving the parameters
     as they were. Parameters that require a gradient keep the zero one, as Horovod leaves them
-    (the others keep None)."""
+    (the others keep None); those in ``sparse`` (ids) get a sparse one."""
     saved = []
     for group in optimizer.param_groups:
         for p in group['params']:
             if p.requires_grad:
                 saved.append((p, p.detach().clone()))
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
+                if p.grad is None or p.grad.is_sparse != (id(p) in sparse):
+                    p.grad = torch.zeros_like(p).to_sparse() if id(p) in sparse else torch.zeros_like(p)
                 else:
                     p.grad.zero_()
     if getattr(optimizer, '_ringrun_distributed', False):
@@ -62,42 +75,53 @@ def _zero_step(optimizer):
             p.copy_(value)  # the zero step may still move parameters (weight decay)
 
 
-def broadcast_optimizer_state(optimizer, root_rank):
+def broadcast_optimizer_state(optimizer, root_rank, model=None):
     """Overwrite every rank's optimizer state (per-parameter state such as Adam's moments and
     step, and the param_groups' options such as lr) with root_rank's.
 
     An optimizer without state yet (no step taken) gets it first from one step on zero
     gradients that leaves the parameters unchanged, so a fresh optimizer can receive the state
-    of one loaded from a checkpoint. Parameter groups must match across ranks.
+    of one loaded from a checkpoint. Parameter groups must match across ranks. ``model``
+    (optional, as in Horovod) names the sparse parameters: under SGD, those of its sparse
+    Embedding modules take that step with sparse gradients, as in training (SparseAdam's always
+    do). Sparse state tensors (SGD's momentum of a sparse embedding) travel pickled.
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError('cannot broadcast torch.optim.LBFGS state; broadcast its state_dict() '
                          'with broadcast_object and load_state_dict instead.')
     if len(optimizer.state) == 0:
-        _zero_step(optimizer)
+        _zero_step(optimizer, _sparse_parameters(optimizer, model))
 
-    # Options (lr, betas, ...) and non-tensor state travel pickled in one object; state tensors
-    # are broadcast in place, named by their group, position and key.
+    # Options (lr, betas, ...), non-tensor state and sparse state tensors travel pickled in one
+    # object, first: the root's decides which state tensors every rank broadcasts in place, named
+    # by their group, position and key (a fresh rank's zero step may have made a sparse one dense).
     options = [{k: v for k, v in group.items() if k != 'params'} for group in optimizer.param_groups]
     scalars = {}
-    handles = []
+    tensors = []
     for gi, group in enumerate(optimizer.param_groups):
         for pi, p in enumerate(group['params']):
             for key, value in sorted(optimizer.state.get(p, {}).items(), key=lambda kv: str(kv[0])):
                 if torch.is_tensor(value):
-                    name = 'broadcast_optimizer_state.%d.%d.%s' % (gi, pi, key)
-                    handles.append(broadcast_async_(value, root_rank, name=name))
-                else:
+                    tensors.append((gi, pi, key, p))
+                if not torch.is_tensor(value) or value.is_sparse:
                     scalars[(gi, pi, key)] = value
     options, scalars = broadcast_object((options, scalars), root_rank,
                                         name='broadcast_optimizer_state.options')
-    for handle in handles:
-        synchronize(handle)
-
     if len(options) != len(optimizer.param_groups):
         raise ValueError('broadcast_optimizer_state: rank %d has %d param groups, rank %d has %d; '
                          'build the optimizer the same way on every rank.'
                          % (rank(), len(optimizer.param_groups), root_rank, len(options)))
+    handles = []
+    for gi, pi, key, p in tensors:
+        if (gi, pi, key) in scalars:
+            continue  # the root's arrived pickled
+        value = optimizer.state[p][key]
+        if value.is_sparse:  # the root's is dense
+            value = optimizer.state[p][key] = value.to_dense()
+        handles.append(broadcast_async_(value, root_rank, name='broadcast_optimizer_state.%d.%d.%s' % (gi, pi, key)))
+    for handle in handles:
+        synchronize(handle)
+
     for group, received in zip(optimizer.param_groups, options):
         group.update(received)
     for (gi, pi, key), value in scalars.items():
