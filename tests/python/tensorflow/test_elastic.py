@@ -126,6 +126,10 @@ def plain_states():
                          hvd_keras.elastic.UpdateEpochStateCallback(counted), record])
     assert seen == [0, 1, 2, 3] * 2 and counted.batch == 0 and counted.epoch == 5, (seen, counted.batch, counted.epoch)
     assert Counted.commits == 2 * (2 + 1), Counted.commits  # every 2 of 4 batches, and each epoch's end
+    hvd_keras.elastic.CommitStateCallback(counted).commit()  # Horovod's callbacks commit on demand too
+    assert Counted.commits == 7, Counted.commits
+    # horovod.keras.elastic has TensorFlowKerasState beside KerasState.
+    assert hvd_keras.elastic.TensorFlowKerasState is hvd.elastic.TensorFlowKerasState
     print(f"PLAIN {r} OK", flush=True)
 
 

@@ -1,4 +1,4 @@
 """ringrun.keras.elastic: the elastic state and callbacks of ringrun.tensorflow.keras.elastic."""
 
 from ringrun.tensorflow.keras.elastic import (  # noqa: F401
-    CommitStateCallback, KerasState, UpdateBatchStateCallback, UpdateEpochStateCallback, run)
+    CommitStateCallback, KerasState, TensorFlowKerasState, UpdateBatchStateCallback, UpdateEpochStateCallback, run)
