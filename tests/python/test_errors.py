@@ -25,6 +25,8 @@ except ValueError as e:
 hvd.init()
 R, N = hvd.rank(), hvd.size()
 assert issubclass(hvd.InternalError, RuntimeError) and hvd.HorovodInternalError is hvd.InternalError
+from ringrun.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: E402 (horovod.common's path)
+assert HorovodInternalError is hvd.HorovodInternalError and HostsUpdatedInterrupt is hvd.HostsUpdatedInterrupt
 
 # Mismatches across ranks, through the engine (named) and the plain path (unnamed).
 e = raises(hvd.InternalError, "tensor 'allreduce.bad.count'", lambda: hvd.allreduce(torch.ones(3 + R), name="bad.count"))

@@ -15,6 +15,10 @@ ODD = [r for r in range(N) if r % 2 == 1]
 
 assert hvd.global_process_set.process_set_id == 0 and hvd.global_process_set.ranks == list(range(N))
 assert hvd.global_process_set.size() == N and hvd.global_process_set.rank() == R
+# Horovod's deeper module path names the same objects.
+from ringrun.common import process_sets as common_sets  # noqa: E402
+assert common_sets.global_process_set is hvd.global_process_set and common_sets.ProcessSet is hvd.ProcessSet
+assert common_sets.add_process_set is hvd.add_process_set and common_sets.remove_process_set is hvd.remove_process_set
 
 # The static set of init() holds rank 0 alone; removed before the even set (the same ranks at 2).
 assert STATIC.process_set_id == 1 and STATIC.size() == 1 and STATIC.included() == (R == 0)
