@@ -12,7 +12,15 @@ _ringrun() {
     --cycle-time-ms --timeline-filename --timeline-mark-cycles --cache-capacity --stall-check-warning-time-seconds
     --stall-check-shutdown-time-seconds --mem-bind --nccl-algo --nccl-proto --nccl-ib-gid-index --tcp
     --check-build -cb --min-np --max-np --host-discovery-script --slots-per-host --reset-limit
-    --blacklist-cooldown-range --elastic-timeout"
+    --blacklist-cooldown-range --elastic-timeout
+    --disable-cache --no-stall-check --no-timeline-mark-cycles --mpi --gloo --network-interfaces
+    --gloo-timeout-seconds --log-level --hierarchical-allreduce --no-hierarchical-allreduce
+    --hierarchical-allgather --no-hierarchical-allgather --torus-allreduce --no-torus-allreduce
+    --mpi-threads-disable --no-mpi-threads-disable --no-autotune --log-with-timestamp --log-without-timestamp
+    --log-hide-timestamp --no-log-hide-timestamp --num-nccl-streams --thread-affinity --autotune
+    --autotune-log-file --autotune-warmup-samples --autotune-steps-per-sample --autotune-bayes-opt-max-samples
+    --autotune-gaussian-process-noise --jsrun --config-file -p --ssh-port -i --ssh-identity-file --mpi-args
+    --binding-args --prefix-output-with-timestamp -prefix-timestamp"
   local subcommands="check-build doctor topo template"
 
   # Once the program has started (a word that is neither an option nor an option's value), complete
@@ -36,8 +44,10 @@ _ringrun() {
     --nccl-proto) COMPREPLY=($(compgen -W "LL LL128 Simple" -- "$cur")); return ;;
     --nccl-ib-gid-index) COMPREPLY=($(compgen -W "auto" -- "$cur")); return ;;
     --gpus-per-rank) COMPREPLY=($(compgen -W "0 1" -- "$cur")); return ;;
-    --network-interface)
+    --network-interface | --network-interfaces)
       COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
+    # horovodrun's log levels (ringrun takes the option as it is).
+    --log-level) COMPREPLY=($(compgen -W "TRACE DEBUG INFO WARNING ERROR FATAL" -- "$cur")); return ;;
     --hostfile | -hostfile | --topology | --timeline-filename | --host-discovery-script)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output-filename) COMPREPLY=($(compgen -d -- "$cur")); return ;;
@@ -45,7 +55,11 @@ _ringrun() {
     -np | --num-proc | -H | --hosts | --jobid | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
       --fusion-threshold-mb | --cycle-time-ms | --cache-capacity | --stall-check-warning-time-seconds | \
       --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time | --min-np | --max-np | \
-      --slots-per-host | --reset-limit | --blacklist-cooldown-range | --elastic-timeout)
+      --slots-per-host | --reset-limit | --blacklist-cooldown-range | --elastic-timeout | \
+      --gloo-timeout-seconds | --num-nccl-streams | --thread-affinity | --autotune-log-file | \
+      --autotune-warmup-samples | --autotune-steps-per-sample | --autotune-bayes-opt-max-samples | \
+      --autotune-gaussian-process-noise | --config-file | -p | --ssh-port | -i | --ssh-identity-file | \
+      --mpi-args | --binding-args)
       return ;;
   esac
   # --blacklist-cooldown-range takes two numbers: its MAX too.

@@ -106,6 +106,12 @@ row "SLURM_JOB_NODELIST='n[1-2]' names 2 hosts but SLURM_TASKS_PER_NODE='4(x3)' 
 row "SLURM_NTASKS='x' : expected a non-negative number; $slurm_fix" SLURM_JOB_ID=5 'SLURM_JOB_NODELIST=n[1-2]' 'SLURM_TASKS_PER_NODE=4(x2)' SLURM_NTASKS=x -- prog
 row "SLURM_GPUS_PER_NODE='gpu:x' : expected a GPU count like 4 or gpu:4; $slurm_fix" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 SLURM_GPUS_PER_NODE=gpu:x -- prog
 row "SLURM_JOB_ID=5 is set but SLURM_JOB_NODELIST is not; run inside sbatch/salloc/srun or unset SLURM_JOB_ID" SLURM_JOB_ID=5 -- prog
+# horovodrun's options ringrun refuses, and two spellings of one setting (ringrun(1), HOROVODRUN OPTIONS).
+row "--autotune : ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it" -- -np 2 --autotune prog
+row "-p/--ssh-port 2222 : ringrun reaches -H hosts through mpirun's ssh; set the port in ~/.ssh/config (Port N) or as OMPI_MCA_plm_rsh_args='-p N'" -- -np 2 -H nosuch-a.invalid:1,nosuch-b.invalid:1 -p 2222 prog
+row "--mpi-args --mca btl self : give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)" -- --mpi-args '--mca btl self' prog
+row "--no-stall-check and --stall-check-warning-time-seconds set the same thing; give one of them" -- --no-stall-check --stall-check-warning-time-seconds 5 prog
+row "--mpi and --gloo choose how the ranks start; give one of them" -- --mpi --gloo prog
 # Topology files.
 row "--topology '$work/none.xml': no such file; give an hwloc XML export (lstopo --of xml FILE)" -- --topology "$work/none.xml" prog
 row "--topology '$topo/not-xml.xml': hwloc rejects it: no <topology> element, not an hwloc XML export; give 'lstopo --of xml' output" -- --topology "$topo/not-xml.xml" prog

@@ -307,6 +307,44 @@ TEST_CASE("command line: horovodrun spellings, program argv untouched") {
   CHECK_FALSE(inv.launch.node.bind);
 }
 
+TEST_CASE("command line: horovodrun's own options map onto ringrun's, change nothing, or are refused") {
+  Invocation inv = parse_command_line({"ringrun", "-np", "2", "--disable-cache", "--no-stall-check",
+                                       "--gloo-timeout-seconds", "45", "--network-interfaces", "ib0", "--mpi",
+                                       "--no-timeline-mark-cycles", "python", "train.py", "--disable-cache"});
+  CHECK(inv.launch.cache_capacity == 0);
+  CHECK(inv.launch.stall_check_warning_s == 0.0);
+  CHECK(inv.launch.start_timeout_s == 45.0);
+  CHECK(inv.launch.network_interface == "ib0");
+  CHECK(inv.launch.launcher == LauncherKind::mpirun);
+  CHECK_FALSE(inv.launch.timeline_mark_cycles);
+  CHECK(inv.launch.program == std::vector<std::string>{"python", "train.py", "--disable-cache"});
+  CHECK(inv.notes.empty());
+
+  // Taken as they are, each with a note for --verbose saying why nothing changes.
+  inv = parse_command_line({"ringrun", "--gloo", "--hierarchical-allreduce", "--log-level", "DEBUG",
+                            "--num-nccl-streams", "2", "--thread-affinity", "3", "--no-autotune", "true"});
+  CHECK(inv.launch.launcher == LauncherKind::automatic);
+  REQUIRE(inv.notes.size() == 6);
+  CHECK(inv.notes[0].find("--gloo (horovodrun's) changes nothing here") != std::string::npos);
+  CHECK(inv.launch.program == std::vector<std::string>{"true"});
+
+  // Refused in one line with what to do instead; two spellings of one setting likewise.
+  auto usage = [](std::vector<std::string> args) {
+    return error_of([&args] { parse_command_line(args); });
+  };
+  CHECK(usage({"ringrun", "--autotune", "true"}) ==
+        "--autotune : ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it");
+  CHECK(usage({"ringrun", "-p", "2222", "true"}).starts_with("-p/--ssh-port 2222 : ringrun reaches -H hosts"));
+  CHECK(usage({"ringrun", "-prefix-timestamp", "true"}).starts_with("--prefix-output-with-timestamp : "));
+  CHECK(usage({"ringrun", "--config-file", "c.yaml", "true"}).starts_with("--config-file c.yaml : "));
+  CHECK(usage({"ringrun", "--disable-cache", "--cache-capacity", "8", "true"}) ==
+        "--disable-cache and --cache-capacity set the same thing; give one of them");
+  CHECK(usage({"ringrun", "--mpi", "--launcher", "local", "true"}) ==
+        "--mpi and --launcher choose how the ranks start; give one of them");
+  CHECK(usage({"ringrun", "--network-interfaces", "eth0,eth1", "true"}) ==
+        "--network-interfaces eth0,eth1 : ringrun uses one interface; give one of them");
+}
+
 TEST_CASE("command line: bad usage is a UsageError naming the input") {
   CHECK_THROWS_AS(parse_command_line({"ringrun", "-np", "0", "true"}), UsageError);
   CHECK_THROWS_AS(parse_command_line({"ringrun", "-np", "x", "true"}), UsageError);

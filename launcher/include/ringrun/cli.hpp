@@ -40,6 +40,7 @@ struct Invocation {
   bool dry_run = false;
   bool json = false;
   bool verbose = false;
+  std::vector<std::string> notes;           // what horovodrun's options changed (printed with --verbose)
   // Subcommand arguments.
   std::string template_name;
   int template_nodes = 1;

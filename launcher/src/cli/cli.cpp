@@ -1,5 +1,6 @@
 #include <ringrun/cli.hpp>
 
+#include "cli/horovodrun.hpp"
 #include "cli/values.hpp"
 #include "elastic/hosts.hpp"
 
@@ -24,7 +25,8 @@ using cli_values::whole_number;
 // program name only, so the program's own arguments reach it untouched.
 std::vector<std::string> normalize(const std::vector<std::string>& args, const CLI::App& app) {
   static const std::map<std::string, std::string> kAliases = {
-      {"-np", "--num-proc"}, {"-hostfile", "--hostfile"}, {"-cb", "--check-build"}};
+      {"-np", "--num-proc"}, {"-hostfile", "--hostfile"}, {"-cb", "--check-build"},
+      {"-prefix-timestamp", "--prefix-output-with-timestamp"}};
   std::vector<std::string> out;
   bool done = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -329,6 +331,8 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   add_nccl_options(app, L);
   add_engine_options(app, L);
   add_elastic_options(app, inv.elastic, raw.cooldown_words);
+  cli_horovodrun::Choices horovodrun;
+  cli_horovodrun::add_options(app, horovodrun);
   const Subcommands sub = add_subcommands(app, inv, raw);
 
   std::vector<std::string> normalized = normalize(args, app);
@@ -373,6 +377,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
     return inv;
   }
   check_elastic_options(app, inv.elastic, raw.cooldown_words, L);
+  cli_horovodrun::apply(app, horovodrun, inv, raw.launcher);
   if (raw.launcher == "local") L.launcher = LauncherKind::local;
   else if (raw.launcher == "srun") L.launcher = LauncherKind::srun;
   else if (raw.launcher == "mpirun") L.launcher = LauncherKind::mpirun;

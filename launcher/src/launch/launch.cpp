@@ -516,6 +516,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   plan.command = backend->command(plan, options, env);
   plan.warnings.insert(plan.warnings.end(), choice.warnings.begin(), choice.warnings.end());
   plan.notes.insert(plan.notes.end(), choice.notes.begin(), choice.notes.end());
+  plan.notes.insert(plan.notes.end(), inv.notes.begin(), inv.notes.end());
   show_plan(inv, plan);
   if (inv.dry_run) return 0;
   return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start_np, self);

@@ -1,0 +1,150 @@
+#include "cli/horovodrun.hpp"
+
+#include "cli/values.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+namespace ringrun::cli_horovodrun {
+namespace {
+
+constexpr const char* kGroup = "horovodrun's options (ringrun(1), HOROVODRUN OPTIONS)";
+
+// Flags ringrun takes as they are, each with the reason it changes nothing here.
+constexpr std::array<std::pair<const char*, const char*>, 13> kAlreadyDone = {{
+    {"--hierarchical-allreduce", "ringrun reduces within each host on shared memory, then across hosts, by itself"},
+    {"--no-hierarchical-allreduce", "ringrun reduces within each host on shared memory, then across hosts, by itself"},
+    {"--hierarchical-allgather", "ringrun gathers within each host on shared memory by itself"},
+    {"--no-hierarchical-allgather", "ringrun gathers within each host on shared memory by itself"},
+    {"--torus-allreduce", "ringrun chooses its allreduce path by itself"},
+    {"--no-torus-allreduce", "ringrun chooses its allreduce path by itself"},
+    {"--mpi-threads-disable", "ringrun's runtime makes no MPI calls"},
+    {"--no-mpi-threads-disable", "ringrun's runtime makes no MPI calls"},
+    {"--no-autotune", "ringrun does not autotune"},
+    {"--log-with-timestamp", "ringrun's runtime logs only warnings and errors, without timestamps"},
+    {"--log-without-timestamp", "ringrun's runtime logs only warnings and errors, without timestamps"},
+    {"--log-hide-timestamp", "ringrun's runtime logs only warnings and errors, without timestamps"},
+    {"--no-log-hide-timestamp", "ringrun's runtime logs only warnings and errors, without timestamps"},
+}};
+
+// Options ringrun refuses, with what to do instead; `value` says whether one follows.
+struct Refused {
+  const char* names;
+  const char* value;  // its value's name in --help, or null for a flag
+  const char* instead;
+};
+constexpr std::array<Refused, 12> kRefused = {{
+    {"--autotune", nullptr, "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
+    {"--autotune-log-file", "FILE", "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
+    {"--autotune-warmup-samples", "N", "ringrun does not autotune; drop it"},
+    {"--autotune-steps-per-sample", "N", "ringrun does not autotune; drop it"},
+    {"--autotune-bayes-opt-max-samples", "N", "ringrun does not autotune; drop it"},
+    {"--autotune-gaussian-process-noise", "X", "ringrun does not autotune; drop it"},
+    {"--jsrun", nullptr, "ringrun starts ranks here, with srun or with mpirun (--launcher), not with LSF's jsrun"},
+    {"--config-file", "FILE", "ringrun reads no config file; give its options on the command line"},
+    {"-p,--ssh-port", "PORT",
+     "ringrun reaches -H hosts through mpirun's ssh; set the port in ~/.ssh/config (Port N) or as "
+     "OMPI_MCA_plm_rsh_args='-p N'"},
+    {"-i,--ssh-identity-file", "FILE",
+     "ringrun reaches -H hosts through mpirun's ssh; set the key in ~/.ssh/config (IdentityFile FILE) or as "
+     "OMPI_MCA_plm_rsh_args='-i FILE'"},
+    {"--mpi-args", "ARGS", "give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)"},
+    {"--binding-args", "ARGS", "ringrun binds each rank to its GPU's cores itself: use --bind, --cpus-per-rank, --mem-bind"},
+}};
+constexpr Refused kTimestamp = {"--prefix-output-with-timestamp", nullptr,
+                                "ringrun's output lines carry no timestamp; pipe its output through ts(1), or drop it"};
+
+// The long spelling of "-p,--ssh-port".
+std::string long_name(const char* names) {
+  const std::string all = names;
+  const auto comma = all.find(',');
+  return comma == std::string::npos ? all : all.substr(comma + 1);
+}
+
+// The option as given, for a message ("-p/--ssh-port 2222"): with its value when it takes one.
+std::string as_given(const CLI::App& app, const Refused& r) {
+  std::string spelled = r.names;
+  if (const auto comma = spelled.find(','); comma != std::string::npos) spelled[comma] = '/';
+  if (!r.value) return spelled;
+  const auto& values = app.get_option(long_name(r.names))->results();
+  return fmt::format("{} {}", spelled, values.empty() ? std::string() : values.front());
+}
+
+// Two spellings of one setting given together (horovodrun's and ringrun's, or two choices).
+void refuse_both(const CLI::App& app, const char* one, const char* other, const char* what = "set the same thing") {
+  if (app.count(one) && app.count(other)) throw UsageError(fmt::format("{} and {} {}; give one of them", one, other, what));
+}
+
+}  // namespace
+
+void add_options(CLI::App& app, Choices& c) {
+  app.add_flag("--disable-cache", c.disable_cache, "Same as --cache-capacity 0")->group(kGroup);
+  app.add_flag("--no-stall-check", c.no_stall_check, "Same as --stall-check-warning-time-seconds 0")->group(kGroup);
+  app.add_flag("--no-timeline-mark-cycles", c.no_timeline_mark_cycles, "The default: no cycle marks")->group(kGroup);
+  app.add_flag("--mpi", c.mpi, "Same as --launcher mpirun")->group(kGroup);
+  app.add_flag("--gloo", c.gloo, "The default: ringrun's own launch and runtime play Gloo's part")->group(kGroup);
+  app.add_option("--network-interfaces", c.network_interfaces, "Same as --network-interface (one interface)")
+      ->type_name("IF")
+      ->group(kGroup);
+  app.add_option("--gloo-timeout-seconds", c.gloo_timeout_s, "Same as --start-timeout")
+      ->type_name("SECONDS")
+      ->check(cli_values::number("--gloo-timeout-seconds", "the timeout", 0, "60", true))
+      ->group(kGroup);
+  app.add_option("--log-level", c.log_level, "Taken as it is: the runtime logs warnings and errors")
+      ->type_name("LEVEL")
+      ->check(cli_values::one_of("--log-level", {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"},
+                                 "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL"))
+      ->group(kGroup);
+  for (const auto& [name, why] : kAlreadyDone)
+    app.add_flag(std::string(name))->description("Taken as it is: " + std::string(why))->group(kGroup);
+  app.add_option("--num-nccl-streams", "Taken as it is: ringrun's NCCL transport keeps its own streams")
+      ->type_name("N")
+      ->check(cli_values::whole_number("--num-nccl-streams", "the NCCL streams", 1, "1"))
+      ->group(kGroup);
+  app.add_option("--thread-affinity", "Taken as it is: the engine's thread runs on the rank's own cores")
+      ->type_name("CPU")
+      ->group(kGroup);
+  for (const Refused& r : kRefused) {
+    const std::string help = "Refused: " + std::string(r.instead);
+    if (r.value) app.add_option(r.names, help)->type_name(r.value)->allow_extra_args(false)->group(kGroup);
+    else app.add_flag(std::string(r.names))->description(help)->group(kGroup);
+  }
+  app.add_flag(std::string(kTimestamp.names))->description("Refused: " + std::string(kTimestamp.instead))->group(kGroup);
+}
+
+void apply(const CLI::App& app, const Choices& c, Invocation& inv, std::string& launcher) {
+  for (const Refused& r : kRefused)
+    if (app.count(long_name(r.names))) throw UsageError(fmt::format("{} : {}", as_given(app, r), r.instead));
+  if (app.count(kTimestamp.names)) throw UsageError(fmt::format("{} : {}", kTimestamp.names, kTimestamp.instead));
+  refuse_both(app, "--disable-cache", "--cache-capacity");
+  refuse_both(app, "--no-stall-check", "--stall-check-warning-time-seconds");
+  refuse_both(app, "--no-timeline-mark-cycles", "--timeline-mark-cycles");
+  refuse_both(app, "--network-interfaces", "--network-interface");
+  refuse_both(app, "--gloo-timeout-seconds", "--start-timeout");
+  refuse_both(app, "--mpi", "--gloo", "choose how the ranks start");
+  refuse_both(app, "--mpi", "--launcher", "choose how the ranks start");
+  LaunchOptions& L = inv.launch;
+  if (c.disable_cache) L.cache_capacity = 0;
+  if (c.no_stall_check) L.stall_check_warning_s = 0;
+  if (c.mpi) launcher = "mpirun";
+  if (c.gloo_timeout_s) L.start_timeout_s = c.gloo_timeout_s;
+  if (c.network_interfaces) {
+    if (c.network_interfaces->find(',') != std::string::npos)
+      throw UsageError(fmt::format("--network-interfaces {} : ringrun uses one interface; give one of them",
+                                   *c.network_interfaces));
+    L.network_interface = c.network_interfaces;
+  }
+  auto note = [&inv](const std::string& option, const std::string& why) {
+    inv.notes.push_back(fmt::format("ringrun: {} (horovodrun's) changes nothing here: {}", option, why));
+  };
+  if (c.gloo) note("--gloo", "ringrun's own launch and runtime play Gloo's part");
+  if (c.log_level) note("--log-level " + *c.log_level, "the runtime logs warnings and errors");
+  for (const auto& [name, why] : kAlreadyDone)
+    if (app.count(name)) note(name, why);
+  if (app.count("--num-nccl-streams")) note("--num-nccl-streams", "ringrun's NCCL transport keeps its own streams");
+  if (app.count("--thread-affinity")) note("--thread-affinity", "the engine's thread runs on the rank's own cores");
+}
+
+}  // namespace ringrun::cli_horovodrun
