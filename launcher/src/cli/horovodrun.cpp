@@ -29,13 +29,13 @@ constexpr std::array<std::pair<const char*, const char*>, 13> kAlreadyDone = {{
     {"--no-log-hide-timestamp", "ringrun's runtime logs only warnings and errors, without timestamps"},
 }};
 
-// Options ringrun refuses, with what to do instead; `value` says whether one follows.
+// Options ringrun refuses, with what to do instead.
 struct Refused {
   const char* names;
   const char* value;  // its value's name in --help, or null for a flag
   const char* instead;
 };
-constexpr std::array<Refused, 12> kRefused = {{
+constexpr std::array<Refused, 13> kRefused = {{
     {"--autotune", nullptr, "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-log-file", "FILE", "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-warmup-samples", "N", "ringrun does not autotune; drop it"},
@@ -52,9 +52,9 @@ constexpr std::array<Refused, 12> kRefused = {{
      "OMPI_MCA_plm_rsh_args='-i FILE'"},
     {"--mpi-args", "ARGS", "give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)"},
     {"--binding-args", "ARGS", "ringrun binds each rank to its GPU's cores itself: use --bind, --cpus-per-rank, --mem-bind"},
+    {"--prefix-output-with-timestamp", nullptr,
+     "ringrun's output lines carry no timestamp; pipe its output through ts(1), or drop it"},
 }};
-constexpr Refused kTimestamp = {"--prefix-output-with-timestamp", nullptr,
-                                "ringrun's output lines carry no timestamp; pipe its output through ts(1), or drop it"};
 
 // The long spelling of "-p,--ssh-port".
 std::string long_name(const char* names) {
@@ -111,13 +111,11 @@ void add_options(CLI::App& app, Choices& c) {
     if (r.value) app.add_option(r.names, help)->type_name(r.value)->allow_extra_args(false)->group(kGroup);
     else app.add_flag(std::string(r.names))->description(help)->group(kGroup);
   }
-  app.add_flag(std::string(kTimestamp.names))->description("Refused: " + std::string(kTimestamp.instead))->group(kGroup);
 }
 
 void apply(const CLI::App& app, const Choices& c, Invocation& inv, std::string& launcher) {
   for (const Refused& r : kRefused)
     if (app.count(long_name(r.names))) throw UsageError(fmt::format("{} : {}", as_given(app, r), r.instead));
-  if (app.count(kTimestamp.names)) throw UsageError(fmt::format("{} : {}", kTimestamp.names, kTimestamp.instead));
   refuse_both(app, "--disable-cache", "--cache-capacity");
   refuse_both(app, "--no-stall-check", "--stall-check-warning-time-seconds");
   refuse_both(app, "--no-timeline-mark-cycles", "--timeline-mark-cycles");
