@@ -361,6 +361,13 @@ inline constexpr Variable kEngineAtInit{
     .unit = "",
     .default_value = "1",
     .role = Role::runtime_input};
+inline constexpr Variable kRunSecret{
+    .name = "RINGRUN_RUN_SECRET",
+    .meaning = "set by the Python ringrun.run for its job (passed as -x passes a variable): the secret a rank "
+               "proves before the calling process hands it the function or takes its return value",
+    .unit = "64 hex digits",
+    .default_value = "",
+    .role = Role::runtime_input};
 inline constexpr Variable kFp16Compression{
     .name = "RINGRUN_FP16_COMPRESSION",
     .meaning = "engine: 1: float32 allreduces travel as float16",
@@ -421,7 +428,7 @@ inline constexpr std::array kAll = {
     &kMasterAddr, &kMasterPort,
     &kHorovodRank, &kHorovodSize, &kHorovodLocalRank, &kHorovodLocalSize, &kHorovodCrossRank, &kHorovodCrossSize,
     &kHorovodHostname,
-    &kDisableShm, &kShmSlotBytes, &kTcpStreams, &kPeerTimeout, &kEngineAtInit, &kFp16Compression,
+    &kDisableShm, &kShmSlotBytes, &kTcpStreams, &kPeerTimeout, &kEngineAtInit, &kRunSecret, &kFp16Compression,
     &kInlineBytes, &kUnfusedMinBytes,
     &kHorovodFusionThreshold, &kHorovodCycleTime, &kHorovodTimeline, &kHorovodTimelineMarkCycles,
     &kHorovodStallCheckTimeSeconds, &kHorovodStallShutdownTimeSeconds, &kHorovodCacheCapacity,
