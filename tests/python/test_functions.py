@@ -121,6 +121,30 @@ for pass_model in (True, False):
                         f'SGD.{pass_model}')
     assert state['momentum_buffer'].is_sparse
 
+# Optimizers built differently on one rank (0, never the root here): every rank raises the same ValueError (none is left
+# waiting in a broadcast the others never join), and the next collective works.
+def mismatch_case(make_optimizer, needle):
+    model = make_model(seed=11)
+    opt = make_optimizer(model)
+    try:
+        hvd.broadcast_optimizer_state(opt, root_rank=ROOT)
+    except ValueError as e:
+        assert needle in str(e) and 'build the optimizer the same way' in str(e), str(e)
+    else:
+        raise AssertionError(f'broadcast_optimizer_state took mismatched optimizers ({needle})')
+    all_equal(torch.tensor([1.0]), 'after mismatch ' + needle)
+
+
+def odd_groups(model):
+    params = list(model.parameters())
+    groups = [{'params': params[:2]}, {'params': params[2:]}] if R == 0 else [{'params': params}]
+    return torch.optim.SGD(groups, lr=0.1)
+
+
+mismatch_case(odd_groups, 'rank 0 has 2 param groups')
+mismatch_case(lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9 if R != 0 else 0.0),
+              "rank 0 has no 'momentum_buffer' state tensor")
+
 # broadcast_object: the others pass None (another type); a large object; names.
 obj = {'epoch': 5, 'name': 'ringrun', 'tensor': torch.arange(3), 'blob': bytes(range(256)) * 4096} if R == ROOT else None
 got = hvd.broadcast_object(obj, root_rank=ROOT)

@@ -93,28 +93,33 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
         _zero_step(optimizer, _sparse_parameters(optimizer, model))
 
     # Options (lr, betas, ...), non-tensor state and sparse state tensors travel pickled in one
-    # object, first: the root's decides which state tensors every rank broadcasts in place, named
-    # by their group, position and key (a fresh rank's zero step may have made a sparse one dense).
+    # object, first, with the root's layout: the dense state tensors it names are then broadcast in
+    # place, named by their group, position and key (a fresh rank's zero step may have made a
+    # sparse one dense).
     options = [{k: v for k, v in group.items() if k != 'params'} for group in optimizer.param_groups]
+    counts = [len(group['params']) for group in optimizer.param_groups]
     scalars = {}
-    tensors = []
+    dense = []
     for gi, group in enumerate(optimizer.param_groups):
         for pi, p in enumerate(group['params']):
             for key, value in sorted(optimizer.state.get(p, {}).items(), key=lambda kv: str(kv[0])):
-                if torch.is_tensor(value):
-                    tensors.append((gi, pi, key, p))
                 if not torch.is_tensor(value) or value.is_sparse:
                     scalars[(gi, pi, key)] = value
-    options, scalars = broadcast_object((options, scalars), root_rank,
-                                        name='broadcast_optimizer_state.options')
-    if len(options) != len(optimizer.param_groups):
-        raise ValueError('broadcast_optimizer_state: rank %d has %d param groups, rank %d has %d; '
-                         'build the optimizer the same way on every rank.'
-                         % (rank(), len(optimizer.param_groups), root_rank, len(options)))
+                else:
+                    dense.append((gi, pi, key))
+    options, counts, scalars, dense = broadcast_object((options, counts, scalars, dense), root_rank,
+                                                       name='broadcast_optimizer_state.options')
+    # Every rank learns every rank's verdict, so all raise together: a rank that raised alone
+    # would leave the others waiting in broadcasts it never joins.
+    verdicts = allgather_object(_layout_mismatch(optimizer, counts, dense, root_rank),
+                                name='broadcast_optimizer_state.layout')
+    for verdict in verdicts:
+        if verdict is not None:
+            raise ValueError('broadcast_optimizer_state: %s; build the optimizer the same way on every rank.'
+                             % verdict)
     handles = []
-    for gi, pi, key, p in tensors:
-        if (gi, pi, key) in scalars:
-            continue  # the root's arrived pickled
+    for gi, pi, key in dense:
+        p = optimizer.param_groups[gi]['params'][pi]
         value = optimizer.state[p][key]
         if value.is_sparse:  # the root's is dense
             value = optimizer.state[p][key] = value.to_dense()
@@ -127,3 +132,18 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None):
     for (gi, pi, key), value in scalars.items():
         p = optimizer.param_groups[gi]['params'][pi]
         optimizer.state[p][key] = value
+
+
+def _layout_mismatch(optimizer, counts, dense, root_rank):
+    """How this rank's optimizer differs from the root's layout (parameters per group, the state
+    tensors it broadcasts), in words; None where it matches."""
+    mine = [len(group['params']) for group in optimizer.param_groups]
+    if mine != counts:
+        return ('rank %d has %d param groups of %s parameters, rank %d has %d of %s'
+                % (rank(), len(mine), mine, root_rank, len(counts), counts))
+    for gi, pi, key in dense:
+        value = optimizer.state.get(optimizer.param_groups[gi]['params'][pi], {}).get(key)
+        if not torch.is_tensor(value):
+            return ('rank %d has no %r state tensor for parameter %d of param group %d, which rank %d has'
+                    % (rank(), key, pi, gi, root_rank))
+    return None
