@@ -108,7 +108,7 @@ row "SLURM_GPUS_PER_NODE='gpu:x' : expected a GPU count like 4 or gpu:4; $slurm_
 row "SLURM_JOB_ID=5 is set but SLURM_JOB_NODELIST is not; run inside sbatch/salloc/srun or unset SLURM_JOB_ID" SLURM_JOB_ID=5 -- prog
 # horovodrun's options ringrun refuses, and two spellings of one setting (ringrun(1), HOROVODRUN OPTIONS).
 row "--autotune : ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it" -- -np 2 --autotune prog
-row "-p/--ssh-port 2222 : ringrun reaches -H hosts through mpirun's ssh; set the port in ~/.ssh/config (Port N) or as OMPI_MCA_plm_rsh_args='-p N'" -- -np 2 -H nosuch-a.invalid:1,nosuch-b.invalid:1 -p 2222 prog
+row "-i/--ssh-identity-file /no/such/key : no readable file there; give the private key ssh uses for the -H hosts" -- -np 2 -H nosuch-a.invalid:1,nosuch-b.invalid:1 -i /no/such/key prog
 row "--mpi-args --mca btl self : give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)" -- --mpi-args '--mca btl self' prog
 row "--no-stall-check and --stall-check-warning-time-seconds set the same thing; give one of them" -- --no-stall-check --stall-check-warning-time-seconds 5 prog
 row "--mpi and --gloo choose how the ranks start; give one of them" -- --mpi --gloo prog

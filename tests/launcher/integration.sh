@@ -255,6 +255,12 @@ mpirun_backend)
   for r in 0 1 2; do
     grep -qx "\[$r\]<stdout>:rank=$r local=$r/3 torch=$r/3 foo=bar secret=64" "$work/out" || fail "rank $r: $(cat "$work/out")"
   done
+  # horovodrun's -p/-i reach mpirun's ssh through OMPI_MCA_plm_rsh_args, after the user's own
+  # (the ranks here inherit mpirun's environment).
+  OMPI_MCA_plm_rsh_args='-o BatchMode=yes' timeout 60 "$ringrun" -p 2222 -i "$0" --launcher mpirun -np 1 -H localhost:1 \
+    sh -c 'echo "rsh=$OMPI_MCA_plm_rsh_args"' >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "$(cat "$work/err")"
+  grep -qx "\[0\]<stdout>:rsh=-o BatchMode=yes -p 2222 -i $0" "$work/out" || fail "-p/-i: $(cat "$work/out")"
   # The secret travels in the environment, never on mpirun's command line.
   "$ringrun" --launcher mpirun -np 2 -H localhost:2 --dry-run --json true >"$work/plan"
   grep -q '"-x", "RINGRUN_JOB_SECRET"' "$work/plan" || fail "secret not passed by name: $(cat "$work/plan")"

@@ -320,6 +320,10 @@ TEST_CASE("command line: horovodrun's own options map onto ringrun's, change not
   CHECK(inv.launch.program == std::vector<std::string>{"python", "train.py", "--disable-cache"});
   CHECK(inv.notes.empty());
 
+  // -p/-i: the ssh mpirun reaches -H hosts with (OMPI_MCA_plm_rsh_args, set by the mpirun backend).
+  inv = parse_command_line({"ringrun", "-p", "2222", "--ssh-identity-file", RINGRUN_SOURCE_DIR "/README.md", "true"});
+  CHECK(inv.launch.ssh_args == std::vector<std::string>{"-p", "2222", "-i", RINGRUN_SOURCE_DIR "/README.md"});
+
   // Taken as they are, each with a note for --verbose saying why nothing changes.
   inv = parse_command_line({"ringrun", "--gloo", "--hierarchical-allreduce", "--log-level", "DEBUG",
                             "--num-nccl-streams", "2", "--thread-affinity", "3", "--no-autotune", "true"});
@@ -334,7 +338,11 @@ TEST_CASE("command line: horovodrun's own options map onto ringrun's, change not
   };
   CHECK(usage({"ringrun", "--autotune", "true"}) ==
         "--autotune : ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it");
-  CHECK(usage({"ringrun", "-p", "2222", "true"}).starts_with("-p/--ssh-port 2222 : ringrun reaches -H hosts"));
+  CHECK(usage({"ringrun", "--mpi-args", "--mca x y", "true"}).starts_with("--mpi-args --mca x y : give mpirun's"));
+  CHECK(usage({"ringrun", "-p", "70000", "true"}) ==
+        "-p/--ssh-port 70000 : the ssh port must be from 1 to 65535 (e.g. -p/--ssh-port 2222)");
+  CHECK(usage({"ringrun", "-i", "/no/such/key", "true"}).starts_with("-i/--ssh-identity-file /no/such/key : no readable"));
+  CHECK(usage({"ringrun", "-i", "/my keys/id", "true"}).find("white space") != std::string::npos);
   CHECK(usage({"ringrun", "-prefix-timestamp", "true"}).starts_with("--prefix-output-with-timestamp : "));
   CHECK(usage({"ringrun", "--config-file", "c.yaml", "true"}).starts_with("--config-file c.yaml : "));
   CHECK(usage({"ringrun", "--disable-cache", "--cache-capacity", "8", "true"}) ==

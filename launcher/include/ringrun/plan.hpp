@@ -80,6 +80,9 @@ struct LaunchOptions {
   std::optional<double> stall_check_warning_s;
   std::optional<double> stall_check_shutdown_s;
   std::vector<std::string> program;            // argv of the program, exactly as given
+  // horovodrun's -p PORT and -i FILE, for the ssh that mpirun reaches -H hosts with: mpirun gets
+  // them as OMPI_MCA_plm_rsh_args (after the user's own), as horovodrun passes them.
+  std::vector<std::string> ssh_args;
   std::vector<std::string> srun_mpi_plugins;   // from `srun --mpi=list`, when srun launches
   std::string srun_mpi = "auto";               // --srun-mpi auto|pmix|none: srun's --mpi=pmix
 };

@@ -80,6 +80,7 @@ class ClusterBackend : public Backend {
     p.argv = argv_;
     Environment launcher_env = env;
     for (const auto& name : unset_) launcher_env.erase(name);
+    for (const auto& [name, value] : launcher_only_) launcher_env[name] = value;
     p.env = merge_environment(launcher_env, shared_);
     p.executable = resolve_program(argv_.at(0), search_path(env));
     p.stdin_inherit = true;
@@ -104,6 +105,7 @@ class ClusterBackend : public Backend {
     p.argv.insert(p.argv.end(), shim_.begin(), shim_.end());
     EnvironmentMap member = shared_;
     member.insert(extra.begin(), extra.end());
+    member.insert(launcher_only_.begin(), launcher_only_.end());
     member[variables::kElasticSlot.name] = std::to_string(r.rank);
     p.env = merge_environment(base, member);
     p.executable = executable;
@@ -116,6 +118,7 @@ class ClusterBackend : public Backend {
   mutable std::vector<std::string> shim_;  // `ringrun task -- PROGRAM...`, kept by launcher_argv
   mutable std::vector<std::string> argv_;
   mutable std::vector<std::string> unset_;  // left out of the launcher's environment
+  mutable EnvironmentMap launcher_only_;    // for srun or mpirun itself, not passed on with -x
 };
 
 class SrunBackend final : public ClusterBackend {
@@ -202,7 +205,15 @@ class SrunBackend final : public ClusterBackend {
 };
 
 class MpirunBackend final : public ClusterBackend {
-  std::vector<std::string> launcher_argv(const Plan& plan, const LaunchOptions& options, const Environment&) const override {
+  std::vector<std::string> launcher_argv(const Plan& plan, const LaunchOptions& options, const Environment& env) const override {
+    // horovodrun's -p/-i: the ssh mpirun reaches -H hosts with takes them after the user's own.
+    launcher_only_.clear();
+    if (!options.ssh_args.empty()) {
+      std::string args;
+      if (auto it = env.find("OMPI_MCA_plm_rsh_args"); it != env.end()) args = it->second;
+      for (const std::string& a : options.ssh_args) args += (args.empty() ? "" : " ") + a;
+      launcher_only_["OMPI_MCA_plm_rsh_args"] = args;
+    }
     std::vector<std::string> argv = {"mpirun"};
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
     argv.push_back("--tag-output");  // whose chunk follows; the records make lines whole (rank_output.hpp)

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <utility>
 
@@ -35,7 +37,7 @@ struct Refused {
   const char* value;  // its value's name in --help, or null for a flag
   const char* instead;
 };
-constexpr std::array<Refused, 13> kRefused = {{
+constexpr std::array<Refused, 11> kRefused = {{
     {"--autotune", nullptr, "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-log-file", "FILE", "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-warmup-samples", "N", "ringrun does not autotune; drop it"},
@@ -44,26 +46,20 @@ constexpr std::array<Refused, 13> kRefused = {{
     {"--autotune-gaussian-process-noise", "X", "ringrun does not autotune; drop it"},
     {"--jsrun", nullptr, "ringrun starts ranks here, with srun or with mpirun (--launcher), not with LSF's jsrun"},
     {"--config-file", "FILE", "ringrun reads no config file; give its options on the command line"},
-    {"-p,--ssh-port", "PORT",
-     "ringrun reaches -H hosts through mpirun's ssh; set the port in ~/.ssh/config (Port N) or as "
-     "OMPI_MCA_plm_rsh_args='-p N'"},
-    {"-i,--ssh-identity-file", "FILE",
-     "ringrun reaches -H hosts through mpirun's ssh; set the key in ~/.ssh/config (IdentityFile FILE) or as "
-     "OMPI_MCA_plm_rsh_args='-i FILE'"},
     {"--mpi-args", "ARGS", "give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)"},
     {"--binding-args", "ARGS", "ringrun binds each rank to its GPU's cores itself: use --bind, --cpus-per-rank, --mem-bind"},
     {"--prefix-output-with-timestamp", nullptr,
      "ringrun's output lines carry no timestamp; pipe its output through ts(1), or drop it"},
 }};
 
-// The long spelling of "-p,--ssh-port".
+// The long spelling of "-x,--some-option".
 std::string long_name(const char* names) {
   const std::string all = names;
   const auto comma = all.find(',');
   return comma == std::string::npos ? all : all.substr(comma + 1);
 }
 
-// The option as given, for a message ("-p/--ssh-port 2222"): with its value when it takes one.
+// The option as given, for a message ("--config-file c.yaml"): with its value when it takes one.
 std::string as_given(const CLI::App& app, const Refused& r) {
   std::string spelled = r.names;
   if (const auto comma = spelled.find(','); comma != std::string::npos) spelled[comma] = '/';
@@ -91,6 +87,13 @@ void add_options(CLI::App& app, Choices& c) {
   app.add_option("--gloo-timeout-seconds", c.gloo_timeout_s, "Same as --start-timeout")
       ->type_name("SECONDS")
       ->check(cli_values::number("--gloo-timeout-seconds", "the timeout", 0, "60", true))
+      ->group(kGroup);
+  app.add_option("-p,--ssh-port", c.ssh_port, "The port of the -H hosts' ssh, which mpirun reaches them with")
+      ->type_name("PORT")
+      ->check(cli_values::whole_number("-p/--ssh-port", "the ssh port", 1, "2222", 65535))
+      ->group(kGroup);
+  app.add_option("-i,--ssh-identity-file", c.ssh_identity_file, "The key mpirun's ssh presents to the -H hosts")
+      ->type_name("FILE")
       ->group(kGroup);
   app.add_option("--log-level", c.log_level, "Taken as it is: the runtime logs warnings and errors")
       ->type_name("LEVEL")
@@ -133,6 +136,18 @@ void apply(const CLI::App& app, const Choices& c, Invocation& inv, std::string& 
       throw UsageError(fmt::format("--network-interfaces {} : ringrun uses one interface; give one of them",
                                    *c.network_interfaces));
     L.network_interface = c.network_interfaces;
+  }
+  if (c.ssh_port) L.ssh_args.insert(L.ssh_args.end(), {"-p", std::to_string(*c.ssh_port)});
+  if (c.ssh_identity_file) {
+    const std::string& key = *c.ssh_identity_file;
+    // Open MPI splits plm_rsh_args at white space: a path with a space would reach ssh in pieces.
+    if (key.find_first_of(" \t\n") != std::string::npos)
+      throw UsageError(fmt::format("-i/--ssh-identity-file {} : mpirun cannot pass a key path with white space to "
+                                   "ssh; name the key in ~/.ssh/config (IdentityFile) instead", key));
+    if (::access(key.c_str(), R_OK) != 0)
+      throw UsageError(fmt::format("-i/--ssh-identity-file {} : no readable file there; give the private key ssh "
+                                   "uses for the -H hosts", key));
+    L.ssh_args.insert(L.ssh_args.end(), {"-i", key});
   }
   auto note = [&inv](const std::string& option, const std::string& why) {
     inv.notes.push_back(fmt::format("ringrun: {} (horovodrun's) changes nothing here: {}", option, why));

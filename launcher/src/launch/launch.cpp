@@ -455,6 +455,16 @@ int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Ba
   return status;
 }
 
+// What horovodrun's -p/-i do in this job (ringrun(1), HOROVODRUN OPTIONS), for --verbose.
+std::string ssh_note(const LaunchOptions& options) {
+  std::string args;
+  for (const std::string& a : options.ssh_args) args += (args.empty() ? "" : " ") + a;
+  if (options.launcher == LauncherKind::mpirun)
+    return fmt::format("ringrun: mpirun's ssh to the hosts gets '{}' (OMPI_MCA_plm_rsh_args)", args);
+  return fmt::format("ringrun: '{}' (horovodrun's -p/-i) changes nothing here: the {} launcher starts the ranks "
+                     "without ssh", args, to_string(options.launcher));
+}
+
 }  // namespace
 
 int run_invocation(const Invocation& inv, const Environment& env) {
@@ -517,6 +527,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   plan.warnings.insert(plan.warnings.end(), choice.warnings.begin(), choice.warnings.end());
   plan.notes.insert(plan.notes.end(), choice.notes.begin(), choice.notes.end());
   plan.notes.insert(plan.notes.end(), inv.notes.begin(), inv.notes.end());
+  if (!options.ssh_args.empty()) plan.notes.push_back(ssh_note(options));
   show_plan(inv, plan);
   if (inv.dry_run) return 0;
   return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start_np, self);
