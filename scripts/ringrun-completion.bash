@@ -48,7 +48,7 @@ _ringrun() {
       COMPREPLY=($(compgen -W "$(ls /sys/class/net 2>/dev/null)" -- "$cur")); return ;;
     # horovodrun's log levels (ringrun takes the option as it is).
     --log-level) COMPREPLY=($(compgen -W "TRACE DEBUG INFO WARNING ERROR FATAL" -- "$cur")); return ;;
-    --hostfile | -hostfile | --topology | --timeline-filename | --host-discovery-script)
+    --hostfile | -hostfile | --topology | --timeline-filename | --host-discovery-script | -i | --ssh-identity-file)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output-filename) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     # Numbers are checked by ringrun itself, which names the option and a good value when one is wrong.
@@ -58,7 +58,7 @@ _ringrun() {
       --slots-per-host | --reset-limit | --blacklist-cooldown-range | --elastic-timeout | \
       --gloo-timeout-seconds | --num-nccl-streams | --thread-affinity | --autotune-log-file | \
       --autotune-warmup-samples | --autotune-steps-per-sample | --autotune-bayes-opt-max-samples | \
-      --autotune-gaussian-process-noise | --config-file | -p | --ssh-port | -i | --ssh-identity-file | \
+      --autotune-gaussian-process-noise | --config-file | -p | --ssh-port | \
       --mpi-args | --binding-args)
       return ;;
   esac
