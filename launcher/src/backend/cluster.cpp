@@ -59,6 +59,28 @@ EnvironmentMap shared_environment(const Plan& plan, const LaunchOptions& options
   return env;
 }
 
+// Whether mpirun passes ringrun's own variable `name` on to every rank by name (-x), as horovodrun
+// passes its environment (ringrun(1), DESCRIPTION): srun exports the environment itself and
+// local ranks inherit it, but ranks mpirun starts over ssh get only what -x names. Not what each
+// node has of its own (its GPUs, its SLURM step, its MPI library's and shell's variables).
+bool forwarded_to_ranks(std::string_view name) {
+  if (name.empty() || name == "_" || name.find_first_of("%=") != std::string_view::npos) return false;
+  for (std::string_view own : {"OLDPWD", "PWD", "HOSTNAME", "SHLVL"})
+    if (name == own) return false;
+  for (std::string_view prefix : {"BASH_FUNC_", "SLURM_", "OMPI_", "PMIX_", "PMI_", "ORTE_", "OPAL_", "PRTE_"})
+    if (name.starts_with(prefix)) return false;
+  return !name.ends_with("_VISIBLE_DEVICES") && name != "GPU_DEVICE_ORDINAL";
+}
+
+// The names of `env` that travel by -x besides the plan's shared ones, sorted.
+std::vector<std::string> forwarded_names(const Environment& env, const EnvironmentMap& shared) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : env)
+    if (forwarded_to_ranks(name) && !shared.count(name)) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::vector<std::string> shim_tail(const Plan& plan) {
   std::vector<std::string> tail = {executable_path().string(), "task", "--"};
   tail.insert(tail.end(), plan.command.begin(), plan.command.end());
@@ -226,6 +248,7 @@ class MpirunBackend final : public ClusterBackend {
     argv.insert(argv.end(), {"-H", hosts, "--bind-to", "none", "--map-by", "slot"});
     if (options.oversubscribe) argv.push_back("--oversubscribe");
     for (const auto& [name, value] : shared_) argv.insert(argv.end(), {"-x", name});
+    for (const std::string& name : forwarded_names(env, shared_)) argv.insert(argv.end(), {"-x", name});
     shim_ = shim_tail(plan);  // plan.command becomes mpirun's own after this call
     argv.insert(argv.end(), shim_.begin(), shim_.end());
     return argv;
@@ -237,7 +260,7 @@ class MpirunBackend final : public ClusterBackend {
   // names on the command line (-x), so the secret is on none.
   std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
     const std::string mpirun = resolve_program("mpirun", search_path(env));
-    std::vector<std::string> names;
+    std::vector<std::string> names = forwarded_names(env, shared_);
     for (const auto& [name, value] : shared_) names.push_back(name);
     for (const variables::Variable* v : variables::kAll)
       if (variables::is_world_identity(*v)) names.emplace_back(v->name);

@@ -1,0 +1,59 @@
+// The mpirun backend's command line: every variable travels by name (-x), never by value: the
+// plan's shared ones, and ringrun's own environment as horovodrun passes it, less what each node
+// has of its own (ringrun(1), DESCRIPTION); horovodrun's -p/-i only in mpirun's own environment.
+#include "backend/backend.hpp"
+
+#include <ringrun/plan.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace ringrun;
+
+namespace {
+
+bool passes(const std::vector<std::string>& argv, const std::string& name) {
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == "-x" && argv[i + 1] == name) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("mpirun: ringrun's environment reaches every host's ranks by name, less each node's own") {
+  PlanInputs in;
+  in.allocation = parse_hosts_flag("n1:2,n2:2");
+  in.master_addr = "n1";
+  in.master_port = 29500;
+  in.store_addr = "n1:4000";
+  in.job_secret = std::string(64, 'a');
+  LaunchOptions options;
+  options.num_proc = 4;
+  options.launcher = LauncherKind::mpirun;
+  options.program = {"train"};
+  options.ssh_args = {"-p", "2222"};
+  const Plan plan = make_plan(in, options);
+  const Environment env = {{"PATH", "/venv/bin:/usr/bin"}, {"NCCL_DEBUG", "INFO"}, {"HOROVOD_FUSION_THRESHOLD", "1"},
+                           {"CUDA_VISIBLE_DEVICES", "0,1"}, {"ROCR_VISIBLE_DEVICES", "0"}, {"SLURM_JOB_ID", "5"},
+                           {"OMPI_MCA_btl", "self"}, {"PMIX_RANK", "0"}, {"BASH_FUNC_f%%", "() { :; }"},
+                           {"HOSTNAME", "n1"}, {"PWD", "/home/u"}, {"_", "/usr/bin/ringrun"}};
+  const auto backend = make_backend(LauncherKind::mpirun);
+  const std::vector<std::string> argv = backend->command(plan, options, env);
+  for (const char* name : {"PATH", "NCCL_DEBUG", "HOROVOD_FUSION_THRESHOLD", "RINGRUN_JOB_SECRET", "RINGRUN_STORE_ADDR"})
+    CHECK_MESSAGE(passes(argv, name), name << " does not reach the ranks");
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID", "OMPI_MCA_btl", "PMIX_RANK",
+                           "BASH_FUNC_f%%", "HOSTNAME", "PWD", "_"})
+    CHECK_MESSAGE(!passes(argv, name), name << " is each node's own, yet passed");
+  for (const std::string& a : argv) CHECK_MESSAGE(a.find("INFO") == std::string::npos, "a value on the command line: " << a);
+  CHECK(std::count(argv.begin(), argv.end(), "RINGRUN_JOB_SECRET") == 1);
+
+  // mpirun itself gets horovodrun's -p in OMPI_MCA_plm_rsh_args; the ranks are not sent it.
+  const std::vector<ProcessSpec> processes = backend->processes(plan, env);
+  REQUIRE(processes.size() == 1);
+  const auto& penv = processes.front().env;
+  CHECK(std::count(penv.begin(), penv.end(), "OMPI_MCA_plm_rsh_args=-p 2222") == 1);
+  CHECK_FALSE(passes(argv, "OMPI_MCA_plm_rsh_args"));
+}
