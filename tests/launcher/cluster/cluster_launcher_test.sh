@@ -245,12 +245,21 @@ case_torch() {
   /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "torch is not importable by /usr/bin/python3"
   want=$("$RINGRUN" -np 4 --no-tag-output -- /usr/bin/python3 "$example" --epochs 2 | sed -n 's/^epoch 2: loss \([0-9.]*\).*/\1/p')
   [[ -n $want ]] || { fail "ringrun -np 4 $example printed no epoch 2 loss"; return; }
+  # ringrun.run from the batch host: each node's rank returns its host name to this process,
+  # through srun and through mpirun (use_mpi); pickle only (no cloudpickle for /usr/bin/python3).
+  local run_call="import socket, sys; sys.path.insert(0, '$BUILD/python'); import ringrun; \
+print('run-result', ringrun.run(socket.gethostname, num_proc=4, use_mpi=sys.argv[1] == 'mpi'))"
   script=$(job_script torch.sh \
     "'$RINGRUN' -- /usr/bin/python3 '$example' --epochs 2 >'$OUT/srun.out' 2>&1; echo srun-exit=\$?" \
-    "'$RINGRUN' --launcher mpirun -- /usr/bin/python3 '$example' --epochs 2 >'$OUT/mpirun.out' 2>&1; echo mpirun-exit=\$?")
+    "'$RINGRUN' --launcher mpirun -- /usr/bin/python3 '$example' --epochs 2 >'$OUT/mpirun.out' 2>&1; echo mpirun-exit=\$?" \
+    "/usr/bin/python3 -c \"$run_call\" srun 2>&1 | grep run-result" \
+    "/usr/bin/python3 -c \"$run_call\" mpi 2>&1 | grep run-result")
   job=$(submit -N4 --ntasks-per-node=1 "$script")
   state=$(wait_done "$job" 240)
   [[ $state == "COMPLETED 0:0" ]] || fail "torch job $job: '$state'"
+  [[ $(grep -c "^run-result \['n1', 'n2', 'n3', 'n4'\]$" "$OUT/job-$job.out") == 2 ]] ||
+    fail "ringrun.run over 4 nodes (srun, then mpirun): $(grep -A3 run-result "$OUT/job-$job.out")"
+  echo "ringrun.run under srun and mpirun: $(grep -m1 '^run-result' "$OUT/job-$job.out")"
   for launcher in srun mpirun; do
     grep -qx "$launcher-exit=0" "$OUT/job-$job.out" || fail "$launcher: $(grep "$launcher-exit" "$OUT/job-$job.out"): $(tail -5 "$OUT/$launcher.out")"
     got=$(sed -n 's/^\[0\]<stdout>:epoch 2: loss \([0-9.]*\) .*(4 ranks)$/\1/p' "$OUT/$launcher.out")
