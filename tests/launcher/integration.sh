@@ -125,6 +125,14 @@ output_integrity)
     [ "$e" -eq 1286 ] || fail "rank $r: $e whole stderr lines of 1286"
   done
   [ "$(wc -l <"$work/out")" -eq 36000 ] || fail "mangled or extra lines in stdout"
+  # horovodrun's --prefix-output-with-timestamp: the local time as asctime writes it, then the tag.
+  "$ringrun" --prefix-output-with-timestamp -np 2 sh -c 'echo out; echo err >&2' >"$work/out" 2>"$work/err"
+  expect_rc $? 0
+  stamp='[A-Z][a-z][a-z] [A-Z][a-z][a-z] [ 123][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9] [0-9]\{4\}'
+  for r in 0 1; do
+    grep -q "^$stamp\[$r\]<stdout>:out$" "$work/out" || fail "timestamp, rank $r stdout: $(cat "$work/out")"
+    grep -q "^$stamp\[$r\]<stderr>:err$" "$work/err" || fail "timestamp, rank $r stderr: $(cat "$work/err")"
+  done
   ;;
 output_stress)
   # Output (README, Using it): many ranks, partial writes, tag-like bytes, long and short lines,

@@ -12,6 +12,7 @@ namespace ringrun {
 
 struct SupervisorOptions {
   bool tag_output = true;                       // "[RANK]<stdout>:" prefixes
+  bool timestamp_output = false;                // each line after the local time, as asctime(3) writes it
   std::optional<std::string> output_directory;  // --output-filename DIR: DIR/rank.N/{stdout,stderr}
   double grace_period_s = 10;                   // SIGTERM, then SIGKILL after this long
   bool verbose = false;

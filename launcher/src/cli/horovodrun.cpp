@@ -37,7 +37,7 @@ struct Refused {
   const char* value;  // its value's name in --help, or null for a flag
   const char* instead;
 };
-constexpr std::array<Refused, 11> kRefused = {{
+constexpr std::array<Refused, 10> kRefused = {{
     {"--autotune", nullptr, "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-log-file", "FILE", "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-warmup-samples", "N", "ringrun does not autotune; drop it"},
@@ -48,8 +48,6 @@ constexpr std::array<Refused, 11> kRefused = {{
     {"--config-file", "FILE", "ringrun reads no config file; give its options on the command line"},
     {"--mpi-args", "ARGS", "give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)"},
     {"--binding-args", "ARGS", "ringrun binds each rank to its GPU's cores itself: use --bind, --cpus-per-rank, --mem-bind"},
-    {"--prefix-output-with-timestamp", nullptr,
-     "ringrun's output lines carry no timestamp; pipe its output through ts(1), or drop it"},
 }};
 
 // The long spelling of "-x,--some-option".
@@ -95,6 +93,9 @@ void add_options(CLI::App& app, Choices& c) {
   app.add_option("-i,--ssh-identity-file", c.ssh_identity_file, "The key mpirun's ssh presents to the -H hosts")
       ->type_name("FILE")
       ->group(kGroup);
+  app.add_flag("--prefix-output-with-timestamp", c.prefix_timestamp,
+               "Start each output line with the local time, as horovodrun does (Mon Dec  7 02:55:37 2026[0]<stdout>:)")
+      ->group(kGroup);
   app.add_option("--log-level", c.log_level, "Taken as it is: the runtime logs warnings and errors")
       ->type_name("LEVEL")
       ->check(cli_values::one_of("--log-level", {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"},
@@ -137,6 +138,7 @@ void apply(const CLI::App& app, const Choices& c, Invocation& inv, std::string& 
                                    *c.network_interfaces));
     L.network_interface = c.network_interfaces;
   }
+  if (c.prefix_timestamp) inv.supervisor.timestamp_output = true;
   if (c.ssh_port) L.ssh_args.insert(L.ssh_args.end(), {"-p", std::to_string(*c.ssh_port)});
   if (c.ssh_identity_file) {
     const std::string& key = *c.ssh_identity_file;

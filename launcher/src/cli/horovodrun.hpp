@@ -23,6 +23,7 @@ struct Choices {
   std::optional<std::string> network_interfaces;  // one interface: --network-interface
   std::optional<double> gloo_timeout_s;            // --start-timeout
   std::optional<std::string> log_level;            // checked, then nothing to set
+  bool prefix_timestamp = false;                   // SupervisorOptions::timestamp_output
   std::optional<int> ssh_port;                     // -p: mpirun's ssh (LaunchOptions::ssh_args)
   std::optional<std::string> ssh_identity_file;    // -i: likewise
 };

@@ -264,9 +264,11 @@ void ElasticJob::spawn(const SpawnMember& s) {
   // A member started by its own srun step writes records (rank_output.hpp) under srun's tag.
   streams_.emplace_back(out[0], STDOUT_FILENO, tag, label, process.spec.retag, options_.tag_output, files, nullptr);
   streams_.back().single_task = true;
+  streams_.back().timestamp = options_.timestamp_output;
   streams_.emplace_back(err[0], STDERR_FILENO, tag, label, process.spec.retag, options_.tag_output, files,
                         process.spec.retag == OutputRetag::none ? nullptr : &process.reported);
   streams_.back().single_task = true;
+  streams_.back().timestamp = options_.timestamp_output;
 }
 
 // The plan's rank of a slot: the slots of the hosts before its host, plus its index there.

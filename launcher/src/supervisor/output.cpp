@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 namespace ringrun {
 namespace {
@@ -116,9 +117,26 @@ void ReportedFailure::note(std::string_view line, OutputRetag launcher) {
   }
 }
 
+std::string_view Stream::local_time() {
+  const std::time_t now = std::time(nullptr);
+  if (now != time_of_text_) {
+    std::tm local{};
+    ::localtime_r(&now, &local);
+    char text[64];
+    const std::size_t n = std::strftime(text, sizeof text, "%a %b %e %H:%M:%S %Y", &local);
+    time_text_.assign(text, n);
+    time_of_text_ = now;
+  }
+  return time_text_;
+}
+
 void Stream::emit_line(std::string& out, std::optional<int> line_rank, std::string_view line) {
   const char* name = out_fd == STDOUT_FILENO ? "<stdout>:" : "<stderr>:";
   if (!line_rank && reported) reported->note(line, retag);
+  if (timestamp) {
+    out += local_time();
+    if (!tag) out += ' ';
+  }
   if (tag) {
     if (line_rank) out += fmt::format("[{}]", *line_rank);
     else out += label;

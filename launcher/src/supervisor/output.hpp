@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -70,6 +71,7 @@ struct Stream {
   std::string label;   // "[3]" or "[srun]"
   OutputRetag retag = OutputRetag::none;
   bool tag = true;
+  bool timestamp = false;  // horovodrun's --prefix-output-with-timestamp: the local time first
   RankFiles* files = nullptr;
   ReportedFailure* reported = nullptr;  // srun/mpirun's own lines name the failing rank
   std::string buffer;                   // read, not yet written (OutputRetag::none)
@@ -84,6 +86,10 @@ struct Stream {
  private:
   // One line (with its newline) of `rank`, or of the process itself when rank is nullopt.
   void emit_line(std::string& out, std::optional<int> rank, std::string_view line);
+  // "Mon Dec  7 02:55:37 2026", as Python's time.asctime() (horovodrun's prefix); made once a second.
+  std::string_view local_time();
+  std::int64_t time_of_text_ = -1;
+  std::string time_text_;
 };
 
 }  // namespace ringrun

@@ -149,8 +149,10 @@ void Supervision::start(const sigset_t& exec_mask) {
     std::string label = spec.label == "rank" ? fmt::format("[{}]", spec.rank) : fmt::format("[{}]", spec.label);
     RankFiles* rank_files = options_.output_directory ? &files_ : nullptr;
     streams_.emplace_back(out[0], STDOUT_FILENO, spec.rank, label, spec.retag, options_.tag_output, rank_files, nullptr);
+    streams_.back().timestamp = options_.timestamp_output;
     streams_.emplace_back(err[0], STDERR_FILENO, spec.rank, label, spec.retag, options_.tag_output, rank_files,
                           spec.retag != OutputRetag::none ? &reported_ : nullptr);
+    streams_.back().timestamp = options_.timestamp_output;
   }
   if (devnull >= 0) ::close(devnull);
 }
