@@ -231,10 +231,9 @@ class MpirunBackend final : public ClusterBackend {
     // horovodrun's -p/-i: the ssh mpirun reaches -H hosts with takes them after the user's own.
     launcher_only_.clear();
     if (!options.ssh_args.empty()) {
-      std::string args;
-      if (auto it = env.find("OMPI_MCA_plm_rsh_args"); it != env.end()) args = it->second;
-      for (const std::string& a : options.ssh_args) args += (args.empty() ? "" : " ") + a;
-      launcher_only_["OMPI_MCA_plm_rsh_args"] = args;
+      const std::string ours = fmt::format("{}", fmt::join(options.ssh_args, " "));
+      auto it = env.find("OMPI_MCA_plm_rsh_args");
+      launcher_only_["OMPI_MCA_plm_rsh_args"] = it == env.end() || it->second.empty() ? ours : it->second + " " + ours;
     }
     std::vector<std::string> argv = {"mpirun"};
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");

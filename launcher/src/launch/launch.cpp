@@ -457,8 +457,7 @@ int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Ba
 
 // What horovodrun's -p/-i do in this job (ringrun(1), HOROVODRUN OPTIONS), for --verbose.
 std::string ssh_note(const LaunchOptions& options) {
-  std::string args;
-  for (const std::string& a : options.ssh_args) args += (args.empty() ? "" : " ") + a;
+  const std::string args = fmt::format("{}", fmt::join(options.ssh_args, " "));
   if (options.launcher == LauncherKind::mpirun)
     return fmt::format("ringrun: mpirun's ssh to the hosts gets '{}' (OMPI_MCA_plm_rsh_args)", args);
   return fmt::format("ringrun: '{}' (horovodrun's -p/-i) changes nothing here: the {} launcher starts the ranks "

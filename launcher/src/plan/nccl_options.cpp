@@ -53,7 +53,8 @@ void check_names(std::string_view option, std::string_view whole, std::string_vi
                  const std::vector<std::string>& accepted, std::string_view accepted_by) {
   if (!list.empty() && list[0] == '^') list.remove_prefix(1);
   for (const std::string& name : text::split_on(list, ',')) {
-    bool known = std::any_of(accepted.begin(), accepted.end(), [&](const std::string& a) { return text::lower(a) == text::lower(name); });
+    const std::string wanted = text::lower(name);
+    bool known = std::any_of(accepted.begin(), accepted.end(), [&](const std::string& a) { return text::lower(a) == wanted; });
     if (!known)
       throw InputError(fmt::format("{} '{}' : '{}' is not a name {} accepts; use a comma list of {} (optionally "
                                    "after ^ to exclude)",
