@@ -91,12 +91,13 @@ row "--reset-limit -1 : the number of resets must be at least 0 ($E --reset-limi
 row "--reset-limit applies in elastic mode only; add --min-np N (or --max-np N) to make the job elastic, or drop --reset-limit" -- --reset-limit 2 prog
 row "elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation (sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would start its ranks with mpirun; use --launcher local, srun inside an allocation, or mpirun with -H" -- --min-np 1 --launcher mpirun prog
 row "elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation (sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would start its ranks with srun; use --launcher local, srun inside an allocation, or mpirun with -H" -- --min-np 1 --launcher srun prog
-row "--host-discovery-script 'echo n1:2' : with an allocation elastic mode follows the job's own nodes (squeue); leave the script out, or run with --launcher local" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 -- --min-np 1 --host-discovery-script 'echo n1:2' prog
+row "--host-discovery-script 'echo localhost:2' : with an allocation elastic mode follows the job's own nodes (squeue); leave the script out, or run with --launcher local (this host) or mpirun (the script's hosts)" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 -- --min-np 1 --host-discovery-script 'echo localhost:2' prog
+row "--host-discovery-script 'echo localhost:2' : with -H/--hostfile hosts elastic mode follows the hosts named at the start; leave the script or the hosts out" -- -H localhost:2 --min-np 1 --host-discovery-script 'echo localhost:2' prog
 row "--slots-per-host 4 : applies to the hosts --host-discovery-script prints; give the script or drop --slots-per-host" -- --min-np 1 --slots-per-host 4 prog
 row "--slots-per-host 0 : the slots per host must be at least 1 ($E --slots-per-host 4)" -- --host-discovery-script 'echo localhost' --slots-per-host 0 prog
 row "--host-discovery-script '' : names no program; give a script that prints host[:slots] lines" -- --host-discovery-script '' prog
 row "--host-discovery-script 'exit 3' : its first run exited with code 3; fix it to print host[:slots] lines and exit 0" -- --host-discovery-script 'exit 3' prog
-row "--host-discovery-script 'echo n1.invalid:2' : host 'n1.invalid' is not this host, and elastic mode starts processes on this host only for now (per-node SLURM steps are later work); print only this host's slots, e.g. localhost:4" -- --host-discovery-script 'echo n1.invalid:2' prog
+row "--host-discovery-script 'echo n1.invalid:2' : host 'n1.invalid' does not resolve; fix the name, or add it to /etc/hosts or ~/.ssh/config" -- --host-discovery-script 'echo n1.invalid:2' prog
 row "--host-discovery-script 'echo localhost' line 1 'localhost' : no slot count and no --slots-per-host (print localhost:SLOTS or pass --slots-per-host N)" -- --host-discovery-script 'echo localhost' prog
 # SLURM variables.
 slurm_fix="SLURM_* variables come from sbatch/salloc/srun: run there, or unset SLURM_JOB_ID to run without SLURM"

@@ -121,11 +121,12 @@ first_failure)
   no_process_left
   ;;
 foreign_host)
-  # Another host at the first run: elastic mode starts processes on this host only, exit 2.
-  printf 'localhost:1\nnot-this-host-7:4\n' >"$work/hosts"
+  # Another host at the first run: the job runs on the script's hosts through mpirun, each named
+  # host checked before anything starts (exit 2). The cluster test runs such a job.
+  printf 'localhost:1\nnot-this-host-7.invalid:4\n' >"$work/hosts"
   "$ringrun" --min-np 1 --host-discovery-script "$discover" sh "$work/rank.sh" 5 >"$work/out" 2>"$work/err"
   expect_rc $? 2
-  has_line "ringrun: --host-discovery-script '$discover' : host 'not-this-host-7' is not this host, and elastic mode starts processes on this host only for now \(per-node SLURM steps are later work\); print only this host's slots, e.g. localhost:4" err
+  has_line "ringrun: --host-discovery-script '$discover' : host 'not-this-host-7.invalid' does not resolve; fix the name, or add it to /etc/hosts or ~/.ssh/config" err
   [ "$(wc -l <"$work/err")" -eq 1 ] || fail "expected one line"
   no_process_left
   ;;
@@ -138,7 +139,7 @@ later_failures)
   "$ringrun" --min-np 2 --host-discovery-script "$discover" sh "$work/rank.sh" 17 >"$work/out" 2>"$work/err"
   expect_rc $? 0
   has_line "ringrun: elastic: --host-discovery-script '$discover' failed \(exited with code 4\); keeping this host's 2 slots and retrying every second" err
-  has_line "ringrun: elastic: --host-discovery-script '$discover' printed host 'other-host-9', which is not this host; ignored: the job's hosts are planned at its start" err
+  has_line "ringrun: elastic: --host-discovery-script '$discover' printed host 'other-host-9', which is not this host; ignored: the job's hosts are planned at its start \(start it with --launcher mpirun to let it grow onto other hosts\)" err
   has_line "ringrun: elastic: --host-discovery-script '$discover' failed \(did not finish within 10 s\); keeping this host's 2 slots and retrying every second" err
   [ "$(wc -l <"$work/err")" -eq 3 ] || fail "expected three lines"
   [ "$(cat "$work/n")" -ge 7 ] || fail "the script ran $(cat "$work/n") times, expected a run after the hung one"

@@ -450,7 +450,8 @@ TEST_CASE("discovery: a host that is not this one is ignored after the first run
   CHECK(all_of<PublishWorld>(actions).empty());
   CHECK(notices(actions) == std::vector<std::string>{"ringrun: elastic: --host-discovery-script 'disc' printed host "
                                                      "'n7', which is not this host; ignored: the job's hosts are "
-                                                     "planned at its start"});
+                                                     "planned at its start (start it with --launcher mpirun to let "
+                                                     "it grow onto other hosts)"});
   CHECK(notices(c.on_discovery(printed("localhost:2\nn7:4\n"), t0 + 2s)).empty());
   // The first label of this host's name is this host.
   CHECK(published(c.on_discovery(printed("h:3\n"), t0 + 3s)).ids == ids({0, 1, 2}));
@@ -615,4 +616,37 @@ TEST_CASE("hosts: a node the job gains is a new host with the first host's slots
   ElasticCoordinator fixed(two_hosts(2));
   fixed.start(t0);
   CHECK(all_of<AddHost>(fixed.on_discovery(printed("a\nb\nc\n---\n"), t0 + 1s)).empty());
+}
+
+// A user's script on a job started through mpirun (hosts it printed at the start: the plan's).
+TEST_CASE("hosts: a host the script adds joins with the slots printed; one it drops is retired") {
+  ElasticConfig config;
+  config.hosts = {HostSlots{"h", 2, {}}, HostSlots{"n2", 1, {}}};
+  config.min_np = 2;
+  config.grace_period_s = 5;
+  config.discovery_script = "disc";
+  config.self = "h.example";
+  config.adds_printed_hosts = true;
+  ElasticCoordinator c(config);
+  REQUIRE(published(c.start(t0)).ids == ids({0, 1, 2}));
+  // This host under another of its names is the plan's host h; n3 joins with 3 slots.
+  const ElasticActions grown = c.on_discovery(printed("localhost:2\nn2:1\nn3:3\n"), t0 + 1s);
+  const auto added = all_of<AddHost>(grown);
+  REQUIRE(added.size() == 1);
+  CHECK(added[0].name == "n3");
+  CHECK(added[0].slots == 3);
+  CHECK(std::holds_alternative<AddHost>(grown.front()));
+  CHECK(published(grown).ids == ids({0, 1, 2, 3, 4, 5}));
+  CHECK(all_of<SpawnMember>(grown).back().slot == SlotRef{"n3", 2});
+  CHECK(line_of(grown) == "ringrun: elastic: host n3 offers 3 slots instead of 0; world 1 has 6 ranks; ids 3, 4, 5 "
+                          "start as ranks 3, 4, 5");
+  // n2 gone: its process is retired; more slots than first printed on h stay unused, said once.
+  const ElasticActions shrunk = c.on_discovery(printed("h:4\nn3:3\n"), t0 + 2s);
+  CHECK(published(shrunk).ids == ids({0, 1, 3, 4, 5}));
+  REQUIRE(all_of<RetireMember>(shrunk).size() == 1);
+  CHECK(all_of<RetireMember>(shrunk)[0].id == 2);
+  CHECK(notices(shrunk) == std::vector<std::string>{"ringrun: elastic: host h offers 4 slots but the job planned 2 "
+                                                    "there (the slots the script first printed for it); the others "
+                                                    "stay unused: print every host's full slots from the start"});
+  CHECK(all_of<AddHost>(c.on_discovery(printed("h:2\nn3:3\n"), t0 + 3s)).empty());  // n3 is a host now
 }

@@ -2,6 +2,8 @@
 // the blacklist with Horovod's cooldown, the world after a change and the discovery poll policy.
 #include "elastic/hosts.hpp"
 
+#include <limits>
+
 #include <ringrun/plan.hpp>
 
 #include <doctest/doctest.h>
@@ -427,14 +429,21 @@ TEST_CASE("discovery: this host's names, and the first run's verdict") {
   CHECK(split.slots == 3);
   CHECK(split.foreign == std::vector<std::string>{"n7"});
 
-  CHECK(first_discovered_slots(DiscoveryResult{true, "localhost\n", ""}, "d.sh", 3, "n1") == 3);
-  CHECK(error_of([] { first_discovered_slots(DiscoveryResult{false, "", "exited with code 3"}, "d.sh", 0, "n1"); }) ==
+  auto text = [](const std::vector<HostSlots>& hosts) {
+    std::string out;
+    for (const HostSlots& h : hosts) out += h.name + ":" + std::to_string(h.slots) + " ";
+    return out;
+  };
+  CHECK(text(first_discovered_hosts(DiscoveryResult{true, "localhost\n", ""}, "d.sh", 3)) == "localhost:3 ");
+  CHECK(error_of([] { first_discovered_hosts(DiscoveryResult{false, "", "exited with code 3"}, "d.sh", 0); }) ==
         "--host-discovery-script 'd.sh' : its first run exited with code 3; fix it to print host[:slots] lines and "
         "exit 0");
-  CHECK(error_of([] { first_discovered_slots(DiscoveryResult{true, "localhost:2\nn7:4\n", ""}, "d.sh", 0, "n1"); }) ==
-        "--host-discovery-script 'd.sh' : host 'n7' is not this host, and elastic mode starts processes on this host "
-        "only for now (per-node SLURM steps are later work); print only this host's slots, e.g. localhost:4");
-  CHECK(first_discovered_slots(DiscoveryResult{true, "\n", ""}, "d.sh", 0, "n1") == 0);  // waits for --min-np
-  CHECK(error_of([] { first_discovered_slots(DiscoveryResult{true, "localhost\n", ""}, "d.sh", 0, "n1"); })
+  // Other hosts come back as printed: a job on them starts through mpirun (launch.cpp decides).
+  const std::vector<HostSlots> two = first_discovered_hosts(DiscoveryResult{true, "localhost:2\nn7:4\n", ""}, "d.sh", 0);
+  CHECK(text(two) == "localhost:2 n7:4 ");
+  CHECK(total_slots(two) == 6);
+  CHECK(total_slots({{"a", std::numeric_limits<int>::max(), {}}, {"b", 5, {}}}) == std::numeric_limits<int>::max());
+  CHECK(first_discovered_hosts(DiscoveryResult{true, "\n", ""}, "d.sh", 0).empty());  // waits for --min-np
+  CHECK(error_of([] { first_discovered_hosts(DiscoveryResult{true, "localhost\n", ""}, "d.sh", 0); })
             .find("line 1 'localhost' : no slot count and no --slots-per-host") != std::string::npos);
 }

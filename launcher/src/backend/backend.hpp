@@ -25,8 +25,9 @@ class Backend {
   virtual std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const {
     return processes(plan, env);
   }
-  // srun only: the slots of a node the job gained (numbered on from `first_slot`), whose shims see
-  // it in RINGRUN_HOSTS/RINGRUN_LAYOUT after the plan's hosts and the nodes added before.
+  // srun and mpirun: the slots of a host the job gained (a node Slurm hands over, a host the
+  // discovery script adds), numbered on from `first_slot`, whose shims see it in
+  // RINGRUN_HOSTS/RINGRUN_LAYOUT after the plan's hosts and the hosts added before.
   virtual std::vector<ProcessSpec> elastic_added_host(const std::string& /*host*/, int /*slots*/, int /*first_slot*/,
                                                       const Environment& /*env*/) const {
     return {};

@@ -254,11 +254,32 @@ class MpirunBackend final : public ClusterBackend {
   }
   OutputRetag retag() const override { return OutputRetag::mpirun_tag; }
 
-  // -H/--hostfile hosts: an mpirun of one process per member (after command()), which reaches its
-  // host as mpirun does (ssh, or srun inside an allocation). Values travel in the environment,
-  // names on the command line (-x), so the secret is on none.
+  // -H/--hostfile hosts (or a discovery script's): an mpirun of one process per member (after
+  // command()), which reaches its host as mpirun does (ssh, or srun inside an allocation). Values
+  // travel in the environment, names on the command line (-x), so the secret is on none.
   std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
-    const std::string mpirun = resolve_program("mpirun", search_path(env));
+    std::vector<ProcessSpec> out;
+    for (const RankSlot& r : plan.ranks) out.push_back(member_mpirun(r, env));
+    return out;
+  }
+
+  // A host a discovery script adds: its shims see it in RINGRUN_HOSTS/RINGRUN_LAYOUT, as srun's do.
+  std::vector<ProcessSpec> elastic_added_host(const std::string& host, int slots, int first_slot,
+                                              const Environment& env) const override {
+    shared_[variables::kHosts.name] += "," + host;
+    shared_[variables::kLayout.name] += "," + std::to_string(slots);
+    std::vector<ProcessSpec> out;
+    for (int i = 0; i < slots; ++i) {
+      RankSlot r;
+      r.rank = first_slot + i;
+      r.host = host;
+      out.push_back(member_mpirun(r, env));
+    }
+    return out;
+  }
+
+ private:
+  ProcessSpec member_mpirun(const RankSlot& r, const Environment& env) const {
     std::vector<std::string> names = forwarded_names(env, shared_);
     for (const auto& [name, value] : shared_) names.push_back(name);
     for (const variables::Variable* v : variables::kAll)
@@ -271,15 +292,11 @@ class MpirunBackend final : public ClusterBackend {
     // share the node with the others, or it waits for them to end.
     EnvironmentMap extra;
     if (env.count("SLURM_JOB_ID") && !env.count("OMPI_MCA_plm_slurm_args")) extra["OMPI_MCA_plm_slurm_args"] = "--overlap";
-    std::vector<ProcessSpec> out;
-    for (const RankSlot& r : plan.ranks) {
-      std::vector<std::string> argv = {"mpirun"};
-      if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-      argv.insert(argv.end(), {"--tag-output", "-np", "1", "-H", r.host + ":1", "--bind-to", "none"});
-      for (const std::string& name : names) argv.insert(argv.end(), {"-x", name});
-      out.push_back(member_slot(r, std::move(argv), mpirun, env, extra));
-    }
-    return out;
+    std::vector<std::string> argv = {"mpirun"};
+    if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+    argv.insert(argv.end(), {"--tag-output", "-np", "1", "-H", r.host + ":1", "--bind-to", "none"});
+    for (const std::string& name : names) argv.insert(argv.end(), {"-x", name});
+    return member_slot(r, std::move(argv), resolve_program("mpirun", search_path(env)), env, extra);
   }
 };
 

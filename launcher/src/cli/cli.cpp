@@ -71,7 +71,7 @@ void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::stri
       ->check(whole_number("--max-np", "the most ranks", 1, "8"));
   app.add_option("--host-discovery-script", e.discovery_script,
                  "Elastic mode: a command printing host[:slots] lines, run every second; the job grows and shrinks "
-                 "with this host's slots (other hosts: not yet)")
+                 "with the slots and hosts it prints (other hosts: one mpirun per process)")
       ->type_name("CMD");
   app.add_option("--slots-per-host", e.slots_per_host, "Elastic mode: slots of a host the discovery script prints "
                                                        "without :slots")

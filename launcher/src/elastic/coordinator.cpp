@@ -339,8 +339,10 @@ std::string ElasticCoordinator::discovery_name() const {
 std::optional<std::size_t> ElasticCoordinator::plan_host(const std::string& printed) const {
   for (std::size_t h = 0; h < config_.hosts.size(); ++h)
     if (config_.hosts[h].name == printed) return h;
-  // On one host, any name of this host is the plan's host (localhost, the short name...).
-  if (config_.hosts.size() == 1 && names_this_host(printed, config_.self)) return 0;
+  // Any name of this host is the plan's host on it (localhost, the short name...).
+  if (names_this_host(printed, config_.self))
+    for (std::size_t h = 0; h < config_.hosts.size(); ++h)
+      if (config_.hosts.size() == 1 || names_this_host(config_.hosts[h].name, config_.self)) return h;
   return std::nullopt;
 }
 
@@ -367,32 +369,43 @@ std::optional<std::vector<int>> ElasticCoordinator::offered_by(const DiscoveryRe
   std::vector<long long> found(config_.hosts.size(), 0);
   for (const HostSlots& host : printed) {
     std::optional<std::size_t> h = plan_host(host.name);
-    if (!h && config_.allocation_discovery && config_.new_host_slots > 0) {
-      // A node the job gained: a host of its own from now on, offered from this run on.
-      config_.hosts.push_back(HostSlots{host.name, config_.new_host_slots, {}});
+    const int joining = config_.allocation_discovery ? config_.new_host_slots
+                        : config_.adds_printed_hosts ? host.slots
+                                                     : 0;
+    if (!h && joining > 0) {
+      // A host the job gains: a host of its own from now on, offered from this run on.
+      config_.hosts.push_back(HostSlots{host.name, joining, {}});
       offered_.push_back(0);
       found.push_back(0);
       h = config_.hosts.size() - 1;
-      out.emplace_back(AddHost{host.name, config_.new_host_slots});
+      out.emplace_back(AddHost{host.name, joining});
     }
     if (h) {
       found[*h] += host.slots;
     } else if (foreign_told_.insert(host.name).second) {
       out.emplace_back(Notice{fmt::format("ringrun: elastic: {} printed host '{}', which is not {}; ignored: the "
-                                          "job's hosts are planned at its start",
+                                          "job's hosts are planned at its start{}",
                                           discovery_name(), host.name,
-                                          config_.hosts.size() == 1 ? "this host" : "one of the job's hosts")});
+                                          config_.hosts.size() == 1 ? "this host" : "one of the job's hosts",
+                                          config_.allocation_discovery
+                                              ? ""
+                                              : " (start it with --launcher mpirun to let it grow onto other hosts)")});
     }
   }
   std::vector<int> offered(config_.hosts.size(), 0);
   for (std::size_t h = 0; h < config_.hosts.size(); ++h) {
     const int planned = config_.hosts[h].slots;
     if (found[h] > planned && !config_.allocation_discovery && capacity_told_.insert(config_.hosts[h].name).second)
-      out.emplace_back(Notice{fmt::format("ringrun: elastic: host {} offers {} slots but the job was planned for {} "
-                                          "there (--max-np, else -np or the script's first count); give --max-np {} "
-                                          "to use them",
-                                          config_.hosts[h].name, found[h], planned,
-                                          config_.capacity() - planned + found[h])});
+      out.emplace_back(Notice{
+          config_.adds_printed_hosts
+              // Each host's processes are pinned for the slots first printed for it (ringrun task).
+              ? fmt::format("ringrun: elastic: host {} offers {} slots but the job planned {} there (the slots the "
+                            "script first printed for it); the others stay unused: print every host's full slots "
+                            "from the start",
+                            config_.hosts[h].name, found[h], planned)
+              : fmt::format("ringrun: elastic: host {} offers {} slots but the job was planned for {} there "
+                            "(--max-np, else -np or the script's first count); give --max-np {} to use them",
+                            config_.hosts[h].name, found[h], planned, config_.capacity() - planned + found[h])});
     offered[h] = static_cast<int>(std::min<long long>(found[h], planned));
   }
   return offered;

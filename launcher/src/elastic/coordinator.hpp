@@ -50,6 +50,10 @@ struct ElasticConfig {
   // With allocation_discovery: the slots of a node the job gains (Slurm's job expansion), each
   // node as many as the plan's first host; 0: such nodes are ignored.
   int new_host_slots = 0;
+  // With a user's script on a job started through mpirun: a host it prints that the plan lacks
+  // joins the job with the slots printed (each process there an mpirun of its own); false (a job
+  // on this host's local launcher): such hosts are ignored, said once.
+  bool adds_printed_hosts = false;
 
   // Every host's slots: the most ranks a world can have.
   int capacity() const;
@@ -139,7 +143,8 @@ class ElasticCoordinator {
   ElasticActions on_interrupt(const std::string& reason);
   // A run of --host-discovery-script ended at `now`. Its first run was launch.cpp's (start()
   // counts it); a later failure or bad output keeps the slots on offer (warned once per run of
-  // failures), a host that is not one of the plan's is ignored (said once). More or fewer slots
+  // failures), a host that is not one of the plan's joins (adds_printed_hosts, new_host_slots) or
+  // is ignored (said once). More or fewer slots
   // of a host than on offer re-form the world: processes start in new slots, those in slots no
   // longer offered (highest first) are retired, below --min-np the job waits --elastic-timeout.
   ElasticActions on_discovery(const DiscoveryResult& result, SteadyTime now);

@@ -188,14 +188,19 @@ void pause_for_next_run(SteadyTime until) {
 
 }  // namespace
 
-int wait_for_start_slots(const std::string& script, int slots_per_host, const std::string& self, int min_np,
-                         double timeout_s) {
-  int found = first_discovered_slots(run_discovery_script(script), script, slots_per_host, self);
-  if (found >= min_np) return found;
+StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, const std::string& self, int min_np,
+                                double timeout_s, bool other_hosts) {
+  StartHosts start;
+  start.hosts = first_discovered_hosts(run_discovery_script(script), script, slots_per_host);
+  start.other_hosts = other_hosts || !split_local_hosts(start.hosts, self).foreign.empty();
+  // Once a run names another host, every host's slots count; until then this host's.
+  auto offered = [&] { return start.other_hosts ? total_slots(start.hosts) : split_local_hosts(start.hosts, self).slots; };
+  int found = offered();
+  if (found >= min_np) return start;
   const std::string origin = fmt::format("--host-discovery-script '{}'", script);
-  tell(fmt::format("ringrun: elastic: {} offers {} slot{} of this host, fewer than the {} the job starts with "
+  tell(fmt::format("ringrun: elastic: {} offers {} slot{}{}, fewer than the {} the job starts with "
                    "(--min-np, else -np); waiting up to {} s (--elastic-timeout) for more",
-                   origin, found, found == 1 ? "" : "s", min_np, timeout_s));
+                   origin, found, found == 1 ? "" : "s", start.other_hosts ? "" : " of this host", min_np, timeout_s));
   const SteadyTime give_up = std::chrono::steady_clock::now() +
                              std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(timeout_s));
   bool failing = false;
@@ -209,15 +214,16 @@ int wait_for_start_slots(const std::string& script, int slots_per_host, const st
     const DiscoveryResult result = run_discovery_script(script);
     try {
       if (!result.ok) throw InputError(result.error);
-      // Other hosts are left out, as in later runs; the first run refused them.
-      found = split_local_hosts(parse_discovered_hosts(result.output, slots_per_host, origin), self).slots;
+      start.hosts = parse_discovered_hosts(result.output, slots_per_host, origin);
+      start.other_hosts = start.other_hosts || !split_local_hosts(start.hosts, self).foreign.empty();
+      found = offered();
       failing = false;
     } catch (const InputError& e) {
       if (!failing) tell(fmt::format("ringrun: elastic: {} failed ({}); retrying every second", origin, e.what()));
       failing = true;
     }
   }
-  return found;
+  return start;
 }
 
 }  // namespace ringrun

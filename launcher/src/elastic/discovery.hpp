@@ -14,6 +14,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ringrun {
 
@@ -55,13 +56,18 @@ class DiscoveryRun {
 // Runs the script to the end (launch.cpp's first run, before anything starts).
 DiscoveryResult run_discovery_script(const std::string& script);
 
-// The job's start: runs the script until it offers at least `min_np` of this host's slots, once a
-// second for at most `timeout_s` (--elastic-timeout; Horovod's wait_for_available_slots), saying
-// so in one line when the first run offers fewer. The first run's failure or another host throw
-// InputError (exit 2); later failures are retried (one line per run of failures); running out of
-// time throws LaunchError (exit 1), SIGINT/SIGTERM/SIGHUP LaunchError (128+signal). Returns the
-// slots found.
-int wait_for_start_slots(const std::string& script, int slots_per_host, const std::string& self, int min_np,
-                         double timeout_s);
+// The job's start: runs the script until it offers at least `min_np` slots, once a second for at
+// most `timeout_s` (--elastic-timeout; Horovod's wait_for_available_slots), saying so in one line
+// when the first run offers fewer. The slots counted are this host's until a run names another
+// host, or from the start where `other_hosts` (--launcher mpirun) says the job may use them.
+// The first run's failure throws InputError (exit 2); later failures are retried (one line per
+// run of failures); running out of time throws LaunchError (exit 1), SIGINT/SIGTERM/SIGHUP
+// LaunchError (128+signal).
+struct StartHosts {
+  std::vector<HostSlots> hosts;  // as the run that offered enough printed them
+  bool other_hosts = false;      // every host's slots count (the job starts through mpirun)
+};
+StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, const std::string& self, int min_np,
+                                double timeout_s, bool other_hosts);
 
 }  // namespace ringrun

@@ -89,19 +89,19 @@ LocalDiscovery split_local_hosts(const std::vector<HostSlots>& hosts, std::strin
   return found;
 }
 
-int first_discovered_slots(const DiscoveryResult& result, std::string_view script, int slots_per_host,
-                           std::string_view self) {
+std::vector<HostSlots> first_discovered_hosts(const DiscoveryResult& result, std::string_view script,
+                                              int slots_per_host) {
   const std::string origin = fmt::format("--host-discovery-script '{}'", script);
   if (!result.ok)
     throw InputError(fmt::format("{} : its first run {}; fix it to print host[:slots] lines and exit 0", origin,
                                  result.error));
-  const LocalDiscovery found = split_local_hosts(parse_discovered_hosts(result.output, slots_per_host, origin), self);
-  if (!found.foreign.empty())
-    throw InputError(fmt::format("{} : host '{}' is not this host, and elastic mode starts processes on this host "
-                                 "only for now (per-node SLURM steps are later work); print only this host's "
-                                 "slots, e.g. localhost:4",
-                                 origin, found.foreign.front()));
-  return found.slots;
+  return parse_discovered_hosts(result.output, slots_per_host, origin);
+}
+
+int total_slots(const std::vector<HostSlots>& hosts) {
+  long long slots = 0;
+  for (const HostSlots& host : hosts) slots = std::min<long long>(slots + host.slots, std::numeric_limits<int>::max());
+  return static_cast<int>(slots);
 }
 
 // ---- Blacklist -----------------------------------------------------------------------------------

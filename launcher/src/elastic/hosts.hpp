@@ -58,11 +58,15 @@ struct LocalDiscovery {
 };
 LocalDiscovery split_local_hosts(const std::vector<HostSlots>& hosts, std::string_view self);
 
-// The first run decides how the job starts: its failure, bad output or a host that is not this one
-// (elastic mode starts processes on this host only for now) throw InputError naming `script`
-// (ringrun exits 2). Returns this host's slots (0 included: the job waits for --min-np of them).
-int first_discovered_slots(const DiscoveryResult& result, std::string_view script, int slots_per_host,
-                           std::string_view self);
+// The first run decides how the job starts: its failure or bad output throw InputError naming
+// `script` (ringrun exits 2). Returns the hosts as printed, other hosts included (a job on more than
+// this host starts its processes through mpirun; launch.cpp decides), none: the job waits for
+// --min-np slots.
+std::vector<HostSlots> first_discovered_hosts(const DiscoveryResult& result, std::string_view script,
+                                              int slots_per_host);
+
+// The slots of `hosts` in all (saturating, as assign_elastic_world's count).
+int total_slots(const std::vector<HostSlots>& hosts);
 
 // ---- Blacklist with cooldown (--blacklist-cooldown-range MIN MAX) ----------------------------
 

@@ -33,6 +33,7 @@
 #include <functional>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 namespace ringrun {
@@ -180,39 +181,67 @@ std::vector<std::string> topology_netdevs(const std::optional<topology::Topology
 struct DiscoveredStart {
   int start_np = 0;  // the first world's ranks: -np, else the script's slots up to --max-np
   int slots = 0;     // the plan's: every slot the job may grow into (--max-np, else the larger count)
+  // The script named other hosts (or --launcher mpirun lets the job use them): the plan's hosts
+  // are the script's, each with the slots printed, the first of them up to --max-np in all.
+  std::optional<Allocation> hosts;
 };
 
 // The script's first runs, before anything is planned: they size the plan (a slot the job grows
-// into needs its pinning from the plan); fewer slots than --min-np wait up to --elastic-timeout.
-DiscoveredStart discovered_start(const Invocation& inv, const std::string& self) {
+// into needs its pinning from the plan) and, when they name other hosts, say where the job runs;
+// fewer slots than --min-np wait up to --elastic-timeout. Not with -H/--hostfile, which
+// require_elastic_launcher refuses beside a script.
+std::optional<DiscoveredStart> discovered_start(const Invocation& inv, const std::string& self) {
   const ElasticOptions& e = inv.elastic;
+  if (!e.discovery_script || inv.dry_run || inv.hosts || inv.hostfile) return std::nullopt;
   const int min_np = e.min_np.value_or(inv.launch.num_proc.value_or(1));
-  const int found =
-      wait_for_start_slots(*e.discovery_script, e.slots_per_host.value_or(0), self, min_np, e.elastic_timeout_s);
+  const StartHosts found = wait_for_start_hosts(*e.discovery_script, e.slots_per_host.value_or(0), self, min_np,
+                                                e.elastic_timeout_s, inv.launch.launcher == LauncherKind::mpirun);
   DiscoveredStart start;
-  start.start_np = std::min(found, inv.launch.num_proc ? *inv.launch.num_proc : e.max_np.value_or(found));
-  start.slots = e.max_np.value_or(std::max(found, inv.launch.num_proc.value_or(0)));
+  if (!found.other_hosts) {
+    const int slots = split_local_hosts(found.hosts, self).slots;
+    start.start_np = std::min(slots, inv.launch.num_proc ? *inv.launch.num_proc : e.max_np.value_or(slots));
+    start.slots = e.max_np.value_or(std::max(slots, inv.launch.num_proc.value_or(0)));
+    return start;
+  }
+  Allocation hosts;
+  hosts.source = AllocationSource::discovery_script;
+  hosts.explicit_slots = true;
+  int left = e.max_np.value_or(std::numeric_limits<int>::max());
+  for (const HostSlots& h : found.hosts) {
+    if (left == 0) break;
+    hosts.hosts.push_back(HostSlots{h.name, std::min(h.slots, left), {}});
+    left -= hosts.hosts.back().slots;
+  }
+  start.slots = hosts.total_slots();
+  start.start_np = std::min(start.slots, inv.launch.num_proc.value_or(start.slots));
+  start.hosts = std::move(hosts);
   return start;
 }
 
-// Elastic mode starts its processes itself: on this host, or inside a SLURM allocation one srun
-// step per process, following the job's node list.
+// Elastic mode starts its processes itself: on this host; inside a SLURM allocation one srun step
+// per process, following the job's node list; on -H/--hostfile hosts or those a discovery script
+// names, one mpirun per process.
 void require_elastic_launcher(const Invocation& inv, LauncherKind launcher, const Allocation& alloc) {
-  if (launcher == LauncherKind::local) return;
   const bool named_hosts = alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile;
+  if (inv.elastic.discovery_script && named_hosts)
+    throw InputError(fmt::format("--host-discovery-script '{}' : with -H/--hostfile hosts elastic mode follows the "
+                                 "hosts named at the start; leave the script or the hosts out",
+                                 *inv.elastic.discovery_script));
+  if (launcher == LauncherKind::local) return;
   const bool fits = (launcher == LauncherKind::srun && alloc.source == AllocationSource::slurm_env) ||
-                    (launcher == LauncherKind::mpirun && named_hosts);
+                    (launcher == LauncherKind::mpirun &&
+                     (named_hosts || alloc.source == AllocationSource::discovery_script));
   if (!fits)
     throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation "
                                  "(sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would "
                                  "start its ranks with {}; use --launcher local, srun inside an allocation, or mpirun "
                                  "with -H",
                                  to_string(launcher)));
-  if (inv.elastic.discovery_script)
-    throw InputError(fmt::format("--host-discovery-script '{}' : with {} elastic mode follows {}; leave the script "
-                                 "out, or run with --launcher local",
-                                 *inv.elastic.discovery_script, named_hosts ? "-H/--hostfile hosts" : "an allocation",
-                                 named_hosts ? "the hosts named at the start" : "the job's own nodes (squeue)"));
+  if (inv.elastic.discovery_script && alloc.source != AllocationSource::discovery_script)
+    throw InputError(fmt::format("--host-discovery-script '{}' : with an allocation elastic mode follows the job's "
+                                 "own nodes (squeue); leave the script out, or run with --launcher local (this host) "
+                                 "or mpirun (the script's hosts)",
+                                 *inv.elastic.discovery_script));
 }
 
 // Inside a SLURM allocation: the job's nodes as squeue has them now (a DOWN node leaves the list;
@@ -242,6 +271,7 @@ ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_
     config.discovery_script = *e.discovery_script;
     config.slots_per_host = e.slots_per_host.value_or(0);
     config.self = self;
+    config.adds_printed_hosts = plan.launcher == LauncherKind::mpirun;
   }
   if (plan.launcher == LauncherKind::srun) {
     config.discovery_script = allocation_node_query(plan_env);
@@ -325,12 +355,16 @@ LauncherChoice choose_launcher(const Invocation& inv, const Environment& env, co
   if (inv.elastic.enabled()) require_elastic_launcher(inv, choice.kind, alloc);
   // Every host named before anything starts on one (mpirun's ssh would report them one by one).
   if (!inv.dry_run && choice.kind == LauncherKind::mpirun &&
-      (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile)) {
+      (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile ||
+       alloc.source == AllocationSource::discovery_script)) {
     std::vector<std::string> remote;
     for (const auto& h : alloc.hosts)
       if (!is_local_host(h.name, self)) remote.push_back(h.name);
-    require_resolvable_hosts(remote, inv.hosts ? fmt::format("-H '{}'", *inv.hosts)
-                                               : fmt::format("--hostfile '{}'", inv.hostfile.value_or("")),
+    require_resolvable_hosts(remote,
+                             inv.hosts      ? fmt::format("-H '{}'", *inv.hosts)
+                             : inv.hostfile ? fmt::format("--hostfile '{}'", *inv.hostfile)
+                                            : fmt::format("--host-discovery-script '{}'",
+                                                          inv.elastic.discovery_script.value_or("")),
                              env);
   }
   return choice;
@@ -338,13 +372,12 @@ LauncherChoice choose_launcher(const Invocation& inv, const Environment& env, co
 
 // -np when not given: the discovery script's slots (elastic), --min-np on this host, else the
 // allocation's slots or this host's GPUs. Returns the elastic start count (0: the plan's -np).
-int settle_num_proc(const Invocation& inv, const std::string& self, const std::optional<topology::Topology>& topo,
-                    Allocation& alloc, LaunchOptions& options) {
+int settle_num_proc(const Invocation& inv, const std::optional<DiscoveredStart>& discovered,
+                    const std::optional<topology::Topology>& topo, Allocation& alloc, LaunchOptions& options) {
   int elastic_start_np = 0;
-  if (inv.elastic.discovery_script && !inv.dry_run) {
-    const DiscoveredStart start = discovered_start(inv, self);
-    elastic_start_np = start.start_np;
-    options.num_proc = start.slots;
+  if (discovered) {
+    elastic_start_np = discovered->start_np;
+    options.num_proc = discovered->slots;
   }
   // horovodrun's default: a job on this host starts with --min-np.
   if (!options.num_proc && inv.elastic.min_np && options.launcher == LauncherKind::local) {
@@ -434,7 +467,7 @@ int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Ba
   if (inv.elastic.enabled()) {
     // One process per slot; the store is the one run_invocation owns.
     AddedHostSlots added_host;
-    if (plan.launcher == LauncherKind::srun)
+    if (plan.launcher == LauncherKind::srun || plan.launcher == LauncherKind::mpirun)
       added_host = [&backend, &env](const std::string& host, int slots, int first_slot) {
         return backend.elastic_added_host(host, slots, first_slot, env);
       };
@@ -475,6 +508,8 @@ int run_invocation(const Invocation& inv, const Environment& env) {
                                          inv.launch.network_interface});
   const std::string self = local_hostname();
   Allocation alloc = gather_allocation(inv, env, self);
+  const std::optional<DiscoveredStart> discovered = discovered_start(inv, self);
+  if (discovered && discovered->hosts) alloc = *discovered->hosts;
   LaunchOptions options = inv.launch;
   const LauncherChoice choice = choose_launcher(inv, env, alloc, self);
   options.launcher = choice.kind;
@@ -489,7 +524,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
   // allows.
   inherit_visible_gpus(env, options.node);
-  const int elastic_start_np = settle_num_proc(inv, self, topo, alloc, options);
+  const int elastic_start_np = settle_num_proc(inv, discovered, topo, alloc, options);
 
   PlanInputs in;
   in.allocation = std::move(alloc);  // a 4,096-host allocation is not worth a copy

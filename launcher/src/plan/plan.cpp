@@ -30,6 +30,7 @@ std::string allocation_name(const Allocation& a) {
   switch (a.source) {
     case AllocationSource::hosts_flag: return "-H";
     case AllocationSource::hostfile: return "--hostfile";
+    case AllocationSource::discovery_script: return "--host-discovery-script";
     case AllocationSource::slurm_env:
     case AllocationSource::slurm_job: return "the SLURM allocation";
     case AllocationSource::local: break;

@@ -30,7 +30,8 @@ struct HostSlots {
                                   // (SLURM_STEP_GPUS / SLURM_JOB_GPUS); empty = not known
 };
 
-enum class AllocationSource { local, hosts_flag, hostfile, slurm_env, slurm_job };
+// discovery_script: elastic mode's --host-discovery-script named other hosts at the start.
+enum class AllocationSource { local, hosts_flag, hostfile, slurm_env, slurm_job, discovery_script };
 
 struct Allocation {
   AllocationSource source = AllocationSource::local;

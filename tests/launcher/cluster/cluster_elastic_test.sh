@@ -8,14 +8,16 @@
 #         drain (n4 drained: its ranks leave; resumed: new ranks fill its slots) |
 #         hosts (-H hosts: an mpirun per process; n4's ranks SIGKILL themselves) |
 #         grow (a 3-node job is handed n4 by Slurm's job expansion; new ranks fill it) |
-#         interrupt (SIGINT to ringrun: every member stops within 2 s, no step is left)
+#         interrupt (SIGINT to ringrun: every member stops within 2 s, no step is left) |
+#         discovery (--host-discovery-script names n1-n3, then drops n2 and adds n4: an mpirun
+#         per process, n2's ranks retired, n4's started)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BUILD=$(cd "${1:?usage: cluster_elastic_test.sh BUILD_DIR CASE}" && pwd)
 CASE=${2:?usage: cluster_elastic_test.sh BUILD_DIR CASE}
-declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4 [grow]=rre5 [interrupt]=rre6)
+declare -A prefixes=([node_lost]=rre1 [node_down]=rre2 [drain]=rre3 [hosts]=rre4 [grow]=rre5 [interrupt]=rre6 [discovery]=rre7)
 [[ -n ${prefixes[$CASE]:-} ]] || { echo "unknown case '$CASE'; one of: ${!prefixes[*]}" >&2; exit 2; }
 PREFIX=${prefixes[$CASE]}
 source "$HERE/cluster_common.sh"
@@ -137,6 +139,26 @@ case_interrupt() {
   job=$(submit --no-kill --no-requeue -N4 --ntasks-per-node=2 "$script")
   wait_lines "$OUT/job-$job.out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 8 || return
   interrupt_ringrun "$job" "--min-np 4 -- $RANK " "$RANK" 8
+}
+
+# Horovod's elastic setup off Slurm's own elastic path: the hosts come from the user's script
+# (here, what a file holds), each process is an mpirun of one (its orted started by srun here,
+# by ssh elsewhere). The script drops n2 and adds n4: ids 2 and 3 leave at their next commit,
+# ids 6 and 7 start on n4, and the six finish in world 1 (the rank's FINAL_EPOCH).
+case_discovery() {
+  local script job state out
+  printf 'n1:2\nn2:2\nn3:2\n' >"$OUT/hosts"
+  script=$(job_script discovery.sh \
+    "exec '$RINGRUN' --min-np 4 --host-discovery-script 'cat $OUT/hosts' -- '$RANK' 99 0 2000 1")
+  job=$(submit --no-kill --no-requeue -N4 --ntasks-per-node=2 "$script")
+  out=$OUT/job-$job.out
+  wait_lines "$out" '<stdout>:EPOCH id=[0-9] epoch=0 ' 6 || return
+  printf 'n1:2\nn3:2\nn4:2\n' >"$OUT/hosts"
+  state=$(wait_done "$job" 120)
+  check_end "$job" "$state" 6 6
+  grep -qE '^ringrun: elastic: host n2 offers 0 slots instead of 2, host n4 offers 2 slots instead of 0; world 1 has 6 ranks; ids 6, 7 start as ranks 4, 5; ids 2, 3 are removed \(exiting at their next commit\)$' "$out" ||
+    fail "discovery: no line for n2 leaving and n4 joining"
+  grep -qE '^\[[23]\]<stdout>:REMOVED id=[23] ' "$out" || fail "discovery: n2's ranks were not removed"
 }
 
 run_case cluster_elastic
