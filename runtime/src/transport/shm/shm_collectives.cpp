@@ -36,10 +36,10 @@ HeaderVerdict ShmTransport::host_verdict() const {
 
 HeaderVerdict ShmTransport::host_round(const OpHeader& header) {
   begin_round(header, true);
-  publish(arrived(group_.index));
+  arrive_unfenced();
   wait_arrived(collective_name(header.kind));
   HeaderVerdict verdict = host_verdict();
-  publish(control(group_.index).consumed);
+  publish_after_arrival(control(group_.index).consumed);
   return verdict;
 }
 
@@ -55,7 +55,7 @@ void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
       const std::size_t chunk = std::min(slot_bytes_, bytes - begin);
       begin_round(header, begin == 0);
       if (r == root && chunk) std::memcpy(slot(r, round_), buf + begin, chunk);
-      publish(arrived(r));
+      arrive_unfenced();
       // Everyone waits for everyone (not only the root) so that a mismatch is seen on every rank.
       if (begin == 0) {
         wait_arrived("broadcast");
@@ -64,7 +64,7 @@ void ShmTransport::broadcast(const OpHeader& header, void* buf_ptr) {
         wait(root, arrived(root), round_, "broadcast");
       }
       if (r != root && chunk) std::memcpy(buf + begin, slot(root, round_), chunk);
-      publish(me.consumed);
+      publish_after_arrival(me.consumed);
       begin += chunk;
     } while (begin < bytes);
     return;
@@ -109,11 +109,11 @@ void ShmTransport::allgather(const OpHeader& header, const void* send_ptr, void*
       const std::size_t chunk = std::min(slot_bytes_, block - begin);
       begin_round(header, begin == 0);
       if (chunk) std::memcpy(slot(r, round_), send + begin, chunk);
-      publish(arrived(r));
+      arrive_unfenced();
       wait_arrived("allgather");
       if (begin == 0) check_headers(header);
       for (int p = 0; chunk && p < n; ++p) std::memcpy(recv + block * p + begin, slot(p, round_), chunk);
-      publish(me.consumed);
+      publish_after_arrival(me.consumed);
       begin += chunk;
     } while (begin < block);
     return;

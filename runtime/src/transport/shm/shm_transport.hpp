@@ -100,10 +100,11 @@ class ShmTransport final : public Transport {
   void begin_round(const OpHeader& header, bool first);  // waits until own slot may be rewritten
   void publish(std::atomic<std::uint32_t>& counter) { publish(counter, round_); }
   void publish(std::atomic<std::uint32_t>& counter, std::uint32_t value);
-  // An allreduce's arrival without publish()'s fence: the peers' lines are read while the
-  // store drains (AMD EPYC, 2 ranks, 1-4 KiB: 1.10-1.14 us against 1.33-1.36 at 1 KiB;
+  // A latency round's arrival without publish()'s fence: the peers' lines are read while the
+  // store drains (AMD EPYC, 2 ranks, allreduce: 1.07 us against 1.31 at 1 KiB;
   // runtime/bench/RESULTS.md). Its sleepers are woken by publish_after_arrival(), which every
-  // such round ends with: its fence orders both stores before the look at the sleepers.
+  // such round ends with: its fence orders both stores before the look at the sleepers. A rank
+  // asleep in the round has arrived itself, so nobody waits on it until then.
   void arrive_unfenced();
   void publish_after_arrival(std::atomic<std::uint32_t>& counter);
   // Starts a streamed collective of `chunks` ring chunks: one round whose arrived carries the
