@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace ringrun {
@@ -96,6 +97,22 @@ std::vector<HostSlots> first_discovered_hosts(const DiscoveryResult& result, std
     throw InputError(fmt::format("{} : its first run {}; fix it to print host[:slots] lines and exit 0", origin,
                                  result.error));
   return parse_discovered_hosts(result.output, slots_per_host, origin);
+}
+
+std::vector<HostSlots> merge_this_host(const std::vector<HostSlots>& hosts, std::string_view self) {
+  std::vector<HostSlots> merged;
+  std::optional<std::size_t> local;
+  for (const HostSlots& h : hosts) {
+    if (!names_this_host(h.name, self)) {
+      merged.push_back(h);
+    } else if (!local) {
+      local = merged.size();
+      merged.push_back(h);
+    } else {
+      merged[*local].slots = total_slots({merged[*local], h});
+    }
+  }
+  return merged;
 }
 
 int total_slots(const std::vector<HostSlots>& hosts) {

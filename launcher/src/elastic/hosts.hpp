@@ -68,6 +68,11 @@ std::vector<HostSlots> first_discovered_hosts(const DiscoveryResult& result, std
 // The slots of `hosts` in all (saturating, as assign_elastic_world's count).
 int total_slots(const std::vector<HostSlots>& hosts);
 
+// `hosts` with this host's lines (localhost, 127.0.0.1, its name...) as one host, named as the
+// first of them and where it stands, with their slots added up: the coordinator counts a later
+// run's lines for this host the same way.
+std::vector<HostSlots> merge_this_host(const std::vector<HostSlots>& hosts, std::string_view self);
+
 // ---- Blacklist with cooldown (--blacklist-cooldown-range MIN MAX) ----------------------------
 
 // Horovod's limits: MIN at least 1 s, MAX at most 3600 s.

@@ -207,7 +207,7 @@ std::optional<DiscoveredStart> discovered_start(const Invocation& inv, const std
   hosts.source = AllocationSource::discovery_script;
   hosts.explicit_slots = true;
   int left = e.max_np.value_or(std::numeric_limits<int>::max());
-  for (const HostSlots& h : found.hosts) {
+  for (const HostSlots& h : merge_this_host(found.hosts, self)) {
     if (left == 0) break;
     hosts.hosts.push_back(HostSlots{h.name, std::min(h.slots, left), {}});
     left -= hosts.hosts.back().slots;
