@@ -111,9 +111,31 @@ class ClusterBackend : public Backend {
     return {p};
   }
 
+  // Elastic mode: one process of its own per slot (member()).
+  std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
+    std::vector<ProcessSpec> out;
+    for (const RankSlot& r : plan.ranks) out.push_back(member(r, env));
+    return out;
+  }
+  std::vector<ProcessSpec> elastic_added_host(const std::string& host, int slots, int first_slot,
+                                              const Environment& env) const override {
+    shared_[variables::kHosts.name] += "," + host;
+    shared_[variables::kLayout.name] += "," + std::to_string(slots);
+    std::vector<ProcessSpec> out;
+    for (int i = 0; i < slots; ++i) {
+      RankSlot r;
+      r.rank = first_slot + i;
+      r.host = host;
+      out.push_back(member(r, env));
+    }
+    return out;
+  }
+
  protected:
   virtual std::vector<std::string> launcher_argv(const Plan&, const LaunchOptions&, const Environment&) const = 0;
   virtual OutputRetag retag() const = 0;
+  // Elastic slot `r` as one launcher process of one task on r's host (srun's step, mpirun's -np 1).
+  virtual ProcessSpec member(const RankSlot& r, const Environment& env) const = 0;
 
   // Elastic slot `r` as one process of its own: `launcher_argv` (srun's or mpirun's, for one
   // task on r's host) then the task shim, which plans the slot named by RINGRUN_ELASTIC_SLOT.
@@ -187,30 +209,10 @@ class SrunBackend final : public ClusterBackend {
   }
   OutputRetag retag() const override { return OutputRetag::srun_label; }
 
-  // A step per member (after command()): one that fails or is lost ends alone, and its node's other steps go on.
-  // --overlap: the steps share the job's CPUs and GPUs on the node (the shim pins each slot).
-  std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
-    std::vector<ProcessSpec> out;
-    for (const RankSlot& r : plan.ranks) out.push_back(member_step(r, env, {}));
-    return out;
-  }
-
-  std::vector<ProcessSpec> elastic_added_host(const std::string& host, int slots, int first_slot,
-                                              const Environment& env) const override {
-    shared_[variables::kHosts.name] += "," + host;
-    shared_[variables::kLayout.name] += "," + std::to_string(slots);
-    std::vector<ProcessSpec> out;
-    for (int i = 0; i < slots; ++i) {
-      RankSlot r;
-      r.rank = first_slot + i;
-      r.host = host;
-      out.push_back(member_step(r, env, {}));
-    }
-    return out;
-  }
-
- private:
-  ProcessSpec member_step(const RankSlot& r, const Environment& env, const EnvironmentMap& extra) const {
+  // A step per member (after command()): one that fails or is lost ends alone, and its node's other
+  // steps go on. --overlap: the steps share the job's CPUs and GPUs on the node (the shim pins each
+  // slot).
+  ProcessSpec member(const RankSlot& r, const Environment& env) const override {
     Environment base = env;
     base.erase("SLURM_NTASKS_PER_NODE");  // the job's, which a one-task step cannot honour
     const std::string srun = resolve_program("srun", search_path(env));
@@ -220,7 +222,7 @@ class SrunBackend final : public ClusterBackend {
                                      "--kill-on-bad-exit=1", "--quiet", "--disable-status"};
     if (cpu_bind_none_) argv.push_back("--cpu-bind=none");
     argv.push_back("--label");
-    return member_slot(r, std::move(argv), srun, base, extra);
+    return member_slot(r, std::move(argv), srun, base, {});
   }
 
   mutable bool cpu_bind_none_ = false;
@@ -257,29 +259,7 @@ class MpirunBackend final : public ClusterBackend {
   // -H/--hostfile hosts (or a discovery script's): an mpirun of one process per member (after
   // command()), which reaches its host as mpirun does (ssh, or srun inside an allocation). Values
   // travel in the environment, names on the command line (-x), so the secret is on none.
-  std::vector<ProcessSpec> elastic_slots(const Plan& plan, const Environment& env) const override {
-    std::vector<ProcessSpec> out;
-    for (const RankSlot& r : plan.ranks) out.push_back(member_mpirun(r, env));
-    return out;
-  }
-
-  // A host a discovery script adds: its shims see it in RINGRUN_HOSTS/RINGRUN_LAYOUT, as srun's do.
-  std::vector<ProcessSpec> elastic_added_host(const std::string& host, int slots, int first_slot,
-                                              const Environment& env) const override {
-    shared_[variables::kHosts.name] += "," + host;
-    shared_[variables::kLayout.name] += "," + std::to_string(slots);
-    std::vector<ProcessSpec> out;
-    for (int i = 0; i < slots; ++i) {
-      RankSlot r;
-      r.rank = first_slot + i;
-      r.host = host;
-      out.push_back(member_mpirun(r, env));
-    }
-    return out;
-  }
-
- private:
-  ProcessSpec member_mpirun(const RankSlot& r, const Environment& env) const {
+  ProcessSpec member(const RankSlot& r, const Environment& env) const override {
     std::vector<std::string> names = forwarded_names(env, shared_);
     for (const auto& [name, value] : shared_) names.push_back(name);
     for (const variables::Variable* v : variables::kAll)

@@ -144,9 +144,9 @@ class ElasticCoordinator {
   // A run of --host-discovery-script ended at `now`. Its first run was launch.cpp's (start()
   // counts it); a later failure or bad output keeps the slots on offer (warned once per run of
   // failures), a host that is not one of the plan's joins (adds_printed_hosts, new_host_slots) or
-  // is ignored (said once). More or fewer slots
-  // of a host than on offer re-form the world: processes start in new slots, those in slots no
-  // longer offered (highest first) are retired, below --min-np the job waits --elastic-timeout.
+  // is ignored (said once). More or fewer slots of a host than on offer re-form the world:
+  // processes start in new slots, those in slots no longer offered (highest first) are retired,
+  // below --min-np the job waits --elastic-timeout.
   ElasticActions on_discovery(const DiscoveryResult& result, SteadyTime now);
   // When the script is due to run again; nullopt without one, or once the job's end is decided.
   std::optional<SteadyTime> next_discovery() const;
