@@ -128,6 +128,11 @@ foreign_host)
   expect_rc $? 2
   has_line "ringrun: --host-discovery-script '$discover' : host 'not-this-host-7.invalid' does not resolve; fix the name, or add it to /etc/hosts or ~/.ssh/config" err
   [ "$(wc -l <"$work/err")" -eq 1 ] || fail "expected one line"
+  # A dry run runs the script once and shows that run's plan: its hosts, through mpirun.
+  printf 'localhost:1\n127.0.0.2:2\n' >"$work/hosts"
+  "$ringrun" --dry-run --min-np 2 --host-discovery-script "$discover" sh "$work/rank.sh" 5 >"$work/out" 2>"$work/err"
+  expect_rc $? 0
+  has_line "command: mpirun .* -np 3 -H localhost:1,127\.0\.0\.2:2 .*" out
   no_process_left
   ;;
 later_failures)

@@ -188,19 +188,21 @@ struct DiscoveredStart {
 
 // The script's first runs, before anything is planned: they size the plan (a slot the job grows
 // into needs its pinning from the plan) and, when they name other hosts, say where the job runs;
-// fewer slots than --min-np wait up to --elastic-timeout. Not with -H/--hostfile, which
-// require_elastic_launcher refuses beside a script.
+// fewer slots than --min-np wait up to --elastic-timeout (a dry run shows the first run's plan and
+// waits for nothing). Not with -H/--hostfile, which require_elastic_launcher refuses beside a script.
 std::optional<DiscoveredStart> discovered_start(const Invocation& inv, const std::string& self) {
   const ElasticOptions& e = inv.elastic;
-  if (!e.discovery_script || inv.dry_run || inv.hosts || inv.hostfile) return std::nullopt;
+  if (!e.discovery_script || inv.hosts || inv.hostfile) return std::nullopt;
   const int min_np = e.min_np.value_or(inv.launch.num_proc.value_or(1));
-  const StartHosts found = wait_for_start_hosts(*e.discovery_script, e.slots_per_host.value_or(0), self, min_np,
-                                                e.elastic_timeout_s, inv.launch.launcher == LauncherKind::mpirun);
+  const StartHosts found = wait_for_start_hosts(*e.discovery_script, e.slots_per_host.value_or(0), self,
+                                                inv.dry_run ? 0 : min_np, e.elastic_timeout_s,
+                                                inv.launch.launcher == LauncherKind::mpirun);
   DiscoveredStart start;
   if (!found.other_hosts) {
     const int slots = split_local_hosts(found.hosts, self).slots;
     start.start_np = std::min(slots, inv.launch.num_proc ? *inv.launch.num_proc : e.max_np.value_or(slots));
-    start.slots = e.max_np.value_or(std::max(slots, inv.launch.num_proc.value_or(0)));
+    // min_np: a dry run's script may offer fewer, where the job would wait for them.
+    start.slots = e.max_np.value_or(std::max({slots, inv.launch.num_proc.value_or(0), min_np}));
     return start;
   }
   Allocation hosts;
