@@ -239,14 +239,15 @@ void ElasticJob::spawn(const SpawnMember& s) {
   launch.in_fd = (process.spec.stdin_inherit && !stdin_is_tty_) ? STDIN_FILENO : devnull_;
   launch.out_fd = out[1];
   launch.err_fd = err[1];
+  launch.guard_slot = guard_->reserve();
   SpawnFailure failure;
   const pid_t pid = spawn_rank(launch, failure);
   const int spawn_errno = errno;
   ::close(out[1]);
   ::close(err[1]);
+  if (pid < 0) guard_->cancel(launch.guard_slot);
   if (pid > 0) {
     ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
-    guard_->watch(pid);
     process.pid = pid;
     process.running = true;
   }
@@ -384,14 +385,14 @@ void ElasticJob::poll_store(Clock::time_point now) {
 void ElasticJob::run_discovery(Clock::time_point now) {
   const std::optional<Clock::time_point> due = coordinator_.next_discovery();
   if (discovery_ || !due || now < *due) return;
+  pid_t* guard_slot = guard_->reserve();
   try {
-    discovery_.emplace(config_.discovery_script, signals_.exec_mask(), now);
+    discovery_.emplace(config_.discovery_script, signals_.exec_mask(), now, guard_slot);
   } catch (const LaunchError& e) {
+    guard_->cancel(guard_slot);
     // No process or pipe to spare right now: a failed run like any other, retried in a second.
     apply(coordinator_.on_discovery(DiscoveryResult{false, "", e.what()}, now), now);
-    return;
   }
-  guard_->watch(discovery_->pid());
 }
 
 // The run ended (output closed and exit reaped, or the timeout): hand its result on.

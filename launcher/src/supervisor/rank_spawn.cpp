@@ -53,6 +53,9 @@ int start_child(void* context) {
     ::syscall(SYS_exit_group, 127);
   };
   ::syscall(SYS_setpgid, 0, 0);
+  // A plain store into the guard's shared page: it reads the table only once ringrun is gone,
+  // and ringrun is suspended until this child has exec'd (CLONE_VFORK).
+  if (launch->guard_slot) *launch->guard_slot = static_cast<pid_t>(::syscall(SYS_getpid));
   ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (::syscall(SYS_getppid) != launch->parent) ::syscall(SYS_exit_group, 127);  // ringrun died before prctl
   const int fds[3] = {launch->in_fd, launch->out_fd, launch->err_fd};
@@ -149,7 +152,8 @@ int guard_main(void* arg) {
   if (n == 1 && word == kReleased) ::syscall(SYS_exit_group, 0);
   // ringrun is gone: its memory is still ours, and the table is final.
   const std::size_t count = table->count.load(std::memory_order_acquire);
-  // An entry freed by unwatch is 0, and kill(-0) would be the guard's own group: skipped.
+  // A free entry (0: kill(-0) would be the guard's own group) or one whose rank never got as far
+  // as naming itself (-1) is skipped.
   for (std::size_t i = 0; i < count && i < table->capacity; ++i)
     if (table->groups()[i] > 0) ::syscall(SYS_kill, -table->groups()[i], SIGKILL);
   ::syscall(SYS_exit_group, 0);
@@ -189,18 +193,33 @@ RankGuard::RankGuard(std::size_t ranks) {
   }
 }
 
-void RankGuard::watch(pid_t group) {
-  if (group <= 0) return;
+// An entry is 0 when free, kReserved while its rank starts, else a process group.
+constexpr pid_t kReserved = -1;
+
+pid_t* RankGuard::free_slot() {
   const std::size_t n = table_->count.load(std::memory_order_relaxed);
   // The guard reads the table only once ringrun is gone, so an entry may be rewritten in place.
   for (std::size_t i = 0; i < n; ++i)
-    if (table_->groups()[i] == 0) {
-      table_->groups()[i] = group;
-      return;
-    }
-  if (n >= table_->capacity) return;
-  table_->groups()[n] = group;
+    if (table_->groups()[i] == 0) return &table_->groups()[i];
+  if (n >= table_->capacity) return nullptr;
+  table_->groups()[n] = 0;
   table_->count.store(n + 1, std::memory_order_release);
+  return &table_->groups()[n];
+}
+
+void RankGuard::watch(pid_t group) {
+  if (group <= 0) return;
+  if (pid_t* slot = free_slot()) *slot = group;
+}
+
+pid_t* RankGuard::reserve() {
+  pid_t* slot = free_slot();
+  if (slot) *slot = kReserved;
+  return slot;
+}
+
+void RankGuard::cancel(pid_t* slot) {
+  if (slot) *slot = 0;
 }
 
 void RankGuard::unwatch(pid_t group) {

@@ -28,6 +28,9 @@ struct RankLaunch {
   unsigned long numa_mask[kMaxNumaNodes / (8 * sizeof(unsigned long))] = {};
   sigset_t exec_mask{};  // the signal mask the program starts with
   pid_t parent = 0;
+  // The guard's slot for this rank (RankGuard::reserve), or null: the child writes its own pid
+  // there before it execs, so no program runs that the guard does not know.
+  pid_t* guard_slot = nullptr;
 };
 
 // What went wrong in the child before its program ran (it then exited 127).
@@ -61,6 +64,12 @@ class RankGuard {
   // Names a process group to the guard; a slot freed by unwatch is reused, so the capacity bounds
   // the groups alive at once, not the groups of the whole job (elastic mode replaces processes).
   void watch(pid_t group);
+  // A slot for a rank about to start, for RankLaunch::guard_slot (null when the table is full).
+  // Naming the group after spawn_rank returned would leave a window in which ringrun, SIGKILLed,
+  // leaves a rank's children to nobody (the rank itself dies by its parent-death signal).
+  pid_t* reserve();
+  // The reserved slot's process could not be made: the slot is free again.
+  void cancel(pid_t* slot);
   // `group` is gone (reaped and killed): the guard no longer kills it, so its number may be reused.
   void unwatch(pid_t group);
   // ringrun cleaned up itself: the guard exits without killing anything, and is reaped.
@@ -69,6 +78,8 @@ class RankGuard {
   struct Table;  // the shared page: the groups, the pipe
 
  private:
+  pid_t* free_slot();
+
   Table* table_ = nullptr;
   std::size_t table_bytes_ = 0;
   void* stack_ = nullptr;

@@ -135,13 +135,17 @@ void Supervision::start(const sigset_t& exec_mask) {
     launch.in_fd = (spec.stdin_inherit && !stdin_is_tty) ? STDIN_FILENO : devnull;
     launch.out_fd = out[1];
     launch.err_fd = err[1];
+    launch.guard_slot = guard_->reserve();
     SpawnFailure failure;
     const pid_t pid = spawn_rank(launch, failure);
+    const int spawn_errno = errno;
     ::close(out[1]);
     ::close(err[1]);
-    if (pid < 0) abandon_start(LaunchError(fmt::format("ringrun: starting rank {}: {}", spec.rank, std::strerror(errno)), 1));
+    if (pid < 0) {
+      guard_->cancel(launch.guard_slot);
+      abandon_start(LaunchError(fmt::format("ringrun: starting rank {}: {}", spec.rank, std::strerror(spawn_errno)), 1));
+    }
     ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
-    guard_->watch(pid);
     children_[i] = Child{&spec, pid, true, 0};
     ++running_;
     // exec failed after resolve_program said it would work (e.g. a bad interpreter line), or binding did.

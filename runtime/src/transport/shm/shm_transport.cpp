@@ -223,7 +223,6 @@ void ShmTransport::publish(std::atomic<std::uint32_t>& counter, std::uint32_t va
   if (control(group_.index).sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(&counter);
 }
 
-
 void ShmTransport::arrive_unfenced() { arrived(group_.index).store(round_, std::memory_order_release); }
 
 void ShmTransport::publish_after_arrival(std::atomic<std::uint32_t>& counter) {
