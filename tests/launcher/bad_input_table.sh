@@ -110,7 +110,12 @@ row "SLURM_JOB_ID=5 is set but SLURM_JOB_NODELIST is not; run inside sbatch/sall
 # horovodrun's options ringrun refuses, and two spellings of one setting (ringrun(1), HOROVODRUN OPTIONS).
 row "--autotune : ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it" -- -np 2 --autotune prog
 row "-i/--ssh-identity-file /no/such/key : no readable file there; give the private key ssh uses for the -H hosts" -- -np 2 -H nosuch-a.invalid:1,nosuch-b.invalid:1 -i /no/such/key prog
-row "--mpi-args --mca btl self : give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)" -- --mpi-args '--mca btl self' prog
+# --mpi-args: what ringrun's own mpirun command line sets, a quote left open, no mpirun to take them.
+row "--mpi-args '--bind-to core' : ringrun sets --bind-to on mpirun's command line itself; ringrun binds each rank to its GPU's cores: use --bind, --cpus-per-rank, --mem-bind" -- --mpi-args '--bind-to core' prog
+row "--mpi-args '-H n1:2' : ringrun sets -H on mpirun's command line itself; give -H or --hostfile to ringrun" -- -np 2 --mpi-args '-H n1:2' prog
+row "--mpi-args '-x \"A=1' : a double quote is not closed; quote it as you would for sh" -- --mpi-args '-x "A=1' prog
+row "--mpi-args '-x A' : only mpirun takes them, and --launcher local starts the ranks without it; give --launcher mpirun or drop --mpi-args" -- --launcher local --mpi-args '-x A' prog
+row "--mpi-args: this elastic job starts its processes without mpirun; give --launcher mpirun (one mpirun per process) or drop --mpi-args" -- -np 2 --min-np 1 --host-discovery-script 'echo localhost:2' --mpi-args '-x A' prog
 row "--no-stall-check and --stall-check-warning-time-seconds set the same thing; give one of them" -- --no-stall-check --stall-check-warning-time-seconds 5 prog
 row "--mpi and --gloo choose how the ranks start; give one of them" -- --mpi --gloo prog
 # Topology files.

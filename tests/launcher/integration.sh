@@ -269,6 +269,15 @@ mpirun_backend)
     sh -c 'echo "rsh=$OMPI_MCA_plm_rsh_args"' >"$work/out" 2>"$work/err"
   expect_rc $? 0 "$(cat "$work/err")"
   grep -qx "\[0\]<stdout>:rsh=-o BatchMode=yes -p 2222 -i $0" "$work/out" || fail "-p/-i: $(cat "$work/out")"
+  # horovodrun's --mpi-args: split as sh would and given to mpirun after ringrun's own options;
+  # with no --launcher, mpirun starts the ranks on this host, each pinned as the local launcher
+  # pins it; the --oversubscribe among them is ringrun's own (more ranks than cores here).
+  timeout 60 "$ringrun" -np 2 "--mpi-args=-x RINGRUN_TEST_MPI_ARGS='set by mpirun' --mca btl self,vader --oversubscribe" \
+    sh -c 'echo "rank=$RINGRUN_RANK mpi_args=$RINGRUN_TEST_MPI_ARGS omp=$OMPI_COMM_WORLD_SIZE"' >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "$(cat "$work/err")"
+  for r in 0 1; do
+    grep -qx "\[$r\]<stdout>:rank=$r mpi_args=set by mpirun omp=2" "$work/out" || fail "--mpi-args rank $r: $(cat "$work/out")"
+  done
   # The secret travels in the environment, never on mpirun's command line.
   "$ringrun" --launcher mpirun -np 2 -H localhost:2 --dry-run --json true >"$work/plan"
   grep -q '"-x", "RINGRUN_JOB_SECRET"' "$work/plan" || fail "secret not passed by name: $(cat "$work/plan")"

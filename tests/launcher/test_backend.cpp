@@ -50,6 +50,24 @@ TEST_CASE("mpirun: ringrun's environment reaches every host's ranks by name, les
   for (const std::string& a : argv) CHECK_MESSAGE(a.find("INFO") == std::string::npos, "a value on the command line: " << a);
   CHECK(std::count(argv.begin(), argv.end(), "RINGRUN_JOB_SECRET") == 1);
 
+  // horovodrun's --mpi-args: after ringrun's own options and names, before the task shim; the
+  // same on the mpirun of each elastic member.
+  options.mpirun_args = {"--mca", "btl", "self"};
+  const std::vector<std::string> with_args = backend->command(plan, options, env);
+  const auto mca = std::find(with_args.begin(), with_args.end(), "--mca");
+  REQUIRE(mca != with_args.end());
+  CHECK(std::vector<std::string>(mca, mca + 3) == options.mpirun_args);
+  CHECK(*(mca - 2) == "-x");
+  CHECK(mca[4] == "task");
+  const std::vector<std::string> member = backend->elastic_slots(plan, env).front().argv;
+  const auto member_mca = std::find(member.begin(), member.end(), "--mca");
+  REQUIRE(member_mca != member.end());
+  CHECK(std::vector<std::string>(member_mca, member_mca + 3) == options.mpirun_args);
+  CHECK(member_mca[4] == "task");
+  options.mpirun_args.clear();
+  const std::vector<std::string> without_args = backend->command(plan, options, env);
+  CHECK(std::find(without_args.begin(), without_args.end(), "--mca") == without_args.end());
+
   // mpirun itself gets horovodrun's -p in OMPI_MCA_plm_rsh_args; the ranks are not sent it.
   const std::vector<ProcessSpec> processes = backend->processes(plan, env);
   REQUIRE(processes.size() == 1);

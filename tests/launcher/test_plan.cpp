@@ -326,6 +326,16 @@ TEST_CASE("command line: horovodrun's own options map onto ringrun's, change not
   CHECK_FALSE(inv.supervisor.timestamp_output);
   CHECK(parse_command_line({"ringrun", "-prefix-timestamp", "true"}).supervisor.timestamp_output);
 
+  // --mpi-args: split as sh splits a word, for every mpirun command line; its --oversubscribe is
+  // ringrun's own (the plan needs it too).
+  inv = parse_command_line({"ringrun", "--mpi-args=-x 'A=a b' --mca btl_tcp_if_include \"eth0\" --oversubscribe",
+                            "true"});
+  CHECK(inv.launch.mpirun_args == std::vector<std::string>{"-x", "A=a b", "--mca", "btl_tcp_if_include", "eth0"});
+  CHECK(inv.launch.oversubscribe);
+  inv = parse_command_line({"ringrun", "--mpi-args", "--mca btl self", "--mpi", "true"});
+  CHECK(inv.launch.mpirun_args == std::vector<std::string>{"--mca", "btl", "self"});
+  CHECK(inv.launch.launcher == LauncherKind::mpirun);
+
   // Taken as they are, each with a note for --verbose saying why nothing changes.
   inv = parse_command_line({"ringrun", "--gloo", "--hierarchical-allreduce", "--log-level", "DEBUG",
                             "--num-nccl-streams", "2", "--thread-affinity", "3", "--no-autotune", "true"});
@@ -340,7 +350,14 @@ TEST_CASE("command line: horovodrun's own options map onto ringrun's, change not
   };
   CHECK(usage({"ringrun", "--autotune", "true"}) ==
         "--autotune : ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it");
-  CHECK(usage({"ringrun", "--mpi-args", "--mca x y", "true"}).starts_with("--mpi-args --mca x y : give mpirun's"));
+  CHECK(usage({"ringrun", "--mpi-args", "--map-by=node", "true"}) ==
+        "--mpi-args '--map-by=node' : ringrun sets --map-by=node on mpirun's command line itself; ringrun binds each "
+        "rank to its GPU's cores: use --bind, --cpus-per-rank, --mem-bind");
+  CHECK(usage({"ringrun", "--mpi-args", "-np 4", "true"}).ends_with("give -np to ringrun"));
+  CHECK(usage({"ringrun", "--mpi-args", "--mca x 'y", "true"}) ==
+        "--mpi-args '--mca x 'y' : a single quote is not closed; quote it as you would for sh");
+  CHECK(usage({"ringrun", "--launcher", "srun", "--mpi-args", "-x A", "true"}).find("give --launcher mpirun") !=
+        std::string::npos);
   CHECK(usage({"ringrun", "-p", "70000", "true"}) ==
         "-p/--ssh-port 70000 : the ssh port must be from 1 to 65535 (e.g. -p/--ssh-port 2222)");
   CHECK(usage({"ringrun", "-i", "/no/such/key", "true"}).starts_with("-i/--ssh-identity-file /no/such/key : no readable"));

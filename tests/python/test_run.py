@@ -10,7 +10,7 @@ This script is the driver. Checked, with 1 and RINGRUN_TEST_NP ranks:
 - A rank that raises: RuntimeError naming the rank and its exception, and the rank still in
   time.sleep(120) stopped by ringrun: well under a minute.
 - A return value that cannot be pickled: RuntimeError saying so.
-- Options ringrun refuses (mpi_args), and two that exclude each other: ValueError, nothing started.
+- Values ringrun refuses (mpi_args that set mpirun's binding), and two that exclude each other: ValueError, nothing started.
 - Elastic mode (min_num_proc, host_discovery_script): the ranks of the last world.
 - SIGINT to the driver alone (a notebook's interrupt): KeyboardInterrupt within seconds, no rank
   left behind.
@@ -138,7 +138,7 @@ def main():
     assert time.monotonic() - t < 60, ("the sleeping ranks were stopped", message)
     expect(RuntimeError, lambda: ringrun.run(unpicklable, num_proc=NP), "cannot be pickled")
 
-    expect(ValueError, lambda: ringrun.run(gather_sum, num_proc=NP, mpi_args="--mca btl self"), "OMPI_MCA_")
+    expect(ValueError, lambda: ringrun.run(gather_sum, num_proc=NP, mpi_args="--bind-to core"), "--bind")
     expect(ValueError, lambda: ringrun.run(gather_sum, hosts="localhost:2", hostfile="hosts"), "not both")
 
     results = ringrun.run(elastic_ranks, num_proc=NP, min_num_proc=1, max_num_proc=NP,

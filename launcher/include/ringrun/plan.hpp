@@ -83,6 +83,9 @@ struct LaunchOptions {
   // horovodrun's -p PORT and -i FILE, for the ssh that mpirun reaches -H hosts with: mpirun gets
   // them as OMPI_MCA_plm_rsh_args (after the user's own), as horovodrun passes them.
   std::vector<std::string> ssh_args;
+  // horovodrun's --mpi-args, one word each: on every mpirun command line after ringrun's own
+  // options (ringrun(1), HOROVODRUN OPTIONS). Given with --launcher auto, mpirun starts the ranks.
+  std::vector<std::string> mpirun_args;
   std::vector<std::string> srun_mpi_plugins;   // from `srun --mpi=list`, when srun launches
   std::string srun_mpi = "auto";               // --srun-mpi auto|pmix|none: srun's --mpi=pmix
 };

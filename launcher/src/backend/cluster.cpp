@@ -250,6 +250,8 @@ class MpirunBackend final : public ClusterBackend {
     if (options.oversubscribe) argv.push_back("--oversubscribe");
     for (const auto& [name, value] : shared_) argv.insert(argv.end(), {"-x", name});
     for (const std::string& name : forwarded_names(env, shared_)) argv.insert(argv.end(), {"-x", name});
+    mpirun_args_ = options.mpirun_args;
+    argv.insert(argv.end(), mpirun_args_.begin(), mpirun_args_.end());
     shim_ = shim_tail(plan);  // plan.command becomes mpirun's own after this call
     argv.insert(argv.end(), shim_.begin(), shim_.end());
     return argv;
@@ -276,8 +278,11 @@ class MpirunBackend final : public ClusterBackend {
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
     argv.insert(argv.end(), {"--tag-output", "-np", "1", "-H", r.host + ":1", "--bind-to", "none"});
     for (const std::string& name : names) argv.insert(argv.end(), {"-x", name});
+    argv.insert(argv.end(), mpirun_args_.begin(), mpirun_args_.end());
     return member_slot(r, std::move(argv), resolve_program("mpirun", search_path(env)), env, extra);
   }
+
+  mutable std::vector<std::string> mpirun_args_;  // horovodrun's --mpi-args, from command()
 };
 
 }  // namespace

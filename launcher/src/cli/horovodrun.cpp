@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <stdexcept>
+#include <string>
+#include <vector>
 #include <utility>
 
 namespace ringrun::cli_horovodrun {
@@ -37,7 +40,7 @@ struct Refused {
   const char* value;  // its value's name in --help, or null for a flag
   const char* instead;
 };
-constexpr std::array<Refused, 10> kRefused = {{
+constexpr std::array<Refused, 9> kRefused = {{
     {"--autotune", nullptr, "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-log-file", "FILE", "ringrun does not autotune; set --fusion-threshold-mb and --cycle-time-ms, or drop it"},
     {"--autotune-warmup-samples", "N", "ringrun does not autotune; drop it"},
@@ -46,9 +49,57 @@ constexpr std::array<Refused, 10> kRefused = {{
     {"--autotune-gaussian-process-noise", "X", "ringrun does not autotune; drop it"},
     {"--jsrun", nullptr, "ringrun starts ranks here, with srun or with mpirun (--launcher), not with LSF's jsrun"},
     {"--config-file", "FILE", "ringrun reads no config file; give its options on the command line"},
-    {"--mpi-args", "ARGS", "give mpirun's settings as OMPI_MCA_NAME=VALUE variables (e.g. OMPI_MCA_btl_tcp_if_include=eth0)"},
     {"--binding-args", "ARGS", "ringrun binds each rank to its GPU's cores itself: use --bind, --cpus-per-rank, --mem-bind"},
 }};
+
+// mpirun's options that ringrun's own mpirun command line sets (backend/cluster.cpp), refused in
+// --mpi-args with ringrun's way to ask for the same.
+struct Reserved {
+  std::array<const char*, 10> names;  // each also as -name and as --name=VALUE
+  const char* instead;
+};
+constexpr std::array<Reserved, 5> kReserved = {{
+    {{"np", "n", "c", "N", "npernode", "npersocket"}, "give -np to ringrun"},
+    {{"H", "host", "hostfile", "machinefile", "default-hostfile"},
+     "give -H or --hostfile to ringrun"},
+    {{"bind-to", "map-by", "rank-by", "rankfile", "rf", "cpus-per-proc", "cpus-per-rank", "bind-to-core", "bynode",
+      "byslot"},
+     "ringrun binds each rank to its GPU's cores: use --bind, --cpus-per-rank, --mem-bind"},
+    {{"output-filename", "timestamp-output", "xml"},
+     "ringrun reads the ranks' output from mpirun's: use its --output-filename or --prefix-output-with-timestamp"},
+    {{"app"}, "give the program after ringrun's options"},
+}};
+
+// The word's option name without dashes and =VALUE ("--bind-to=core": "bind-to"), or "" for a value.
+std::string option_name(const std::string& word) {
+  if (word.size() < 2 || word[0] != '-') return {};
+  const std::string name = word.substr(word[1] == '-' ? 2 : 1);
+  return name.substr(0, name.find('='));
+}
+
+// horovodrun's --mpi-args, split as sh splits them, into `L` (ringrun(1), HOROVODRUN OPTIONS).
+void apply_mpi_args(const std::string& text, const std::string& launcher, LaunchOptions& L) {
+  if (launcher == "local" || launcher == "srun")
+    throw UsageError(fmt::format("--mpi-args '{}' : only mpirun takes them, and --launcher {} starts the ranks "
+                                 "without it; give --launcher mpirun or drop --mpi-args", text, launcher));
+  std::vector<std::string> words;
+  try {
+    words = cli_values::shell_words(text);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--mpi-args '{}' : {}; quote it as you would for sh", text, e.what()));
+  }
+  for (const std::string& word : words) {
+    const std::string name = option_name(word);
+    for (const Reserved& r : kReserved)
+      for (const char* reserved : r.names)
+        if (reserved && name == reserved)
+          throw UsageError(fmt::format("--mpi-args '{}' : ringrun sets {} on mpirun's command line itself; {}", text,
+                                       word, r.instead));
+    // ringrun's own --oversubscribe also lets its plan put more ranks than slots on a host.
+    if (name == "oversubscribe") L.oversubscribe = true;
+    else L.mpirun_args.push_back(word);
+  }
+}
 
 // The long spelling of "-x,--some-option".
 std::string long_name(const char* names) {
@@ -96,6 +147,12 @@ void add_options(CLI::App& app, Choices& c) {
   app.add_flag("--prefix-output-with-timestamp", c.prefix_timestamp,
                "Start each output line with the local time, as horovodrun does (Mon Dec  7 02:55:37 2026[0]<stdout>:)")
       ->group(kGroup);
+  app.add_option("--mpi-args", c.mpi_args,
+                 "mpirun's own options, as one word split as sh would (e.g. --mpi-args=\"--mca btl_tcp_if_include "
+                 "eth0\"): mpirun starts the ranks")
+      ->type_name("ARGS")
+      ->allow_extra_args(false)
+      ->group(kGroup);
   app.add_option("--log-level", c.log_level, "Taken as it is: the runtime logs warnings and errors")
       ->type_name("LEVEL")
       ->check(cli_values::one_of("--log-level", {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"},
@@ -139,6 +196,7 @@ void apply(const CLI::App& app, const Choices& c, Invocation& inv, std::string& 
     L.network_interface = c.network_interfaces;
   }
   if (c.prefix_timestamp) inv.supervisor.timestamp_output = true;
+  if (c.mpi_args) apply_mpi_args(*c.mpi_args, launcher, L);
   if (c.ssh_port) L.ssh_args.insert(L.ssh_args.end(), {"-p", std::to_string(*c.ssh_port)});
   if (c.ssh_identity_file) {
     const std::string& key = *c.ssh_identity_file;

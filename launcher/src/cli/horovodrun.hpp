@@ -26,6 +26,7 @@ struct Choices {
   bool prefix_timestamp = false;                   // SupervisorOptions::timestamp_output
   std::optional<int> ssh_port;                     // -p: mpirun's ssh (LaunchOptions::ssh_args)
   std::optional<std::string> ssh_identity_file;    // -i: likewise
+  std::optional<std::string> mpi_args;             // LaunchOptions::mpirun_args, split as sh would
 };
 
 // Adds them to `app`, in a help group of their own.

@@ -7,6 +7,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
 
 namespace ringrun::cli_values {
 namespace {
@@ -65,6 +68,45 @@ CLI::Validator one_of(std::string option, std::vector<std::string> choices, std:
     throw UsageError(fmt::format("{} '{}' : not a choice; give {}", option, value, meaning));
   };
   return CLI::Validator(check, "", "choice");
+}
+
+std::vector<std::string> shell_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::exchange(word, {}));
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\\') {
+      if (++i == text.size()) throw std::invalid_argument("it ends in a backslash");
+      if (text[i] != '\n') word += text[i];
+    } else if (c == '\'') {
+      const auto close = text.find('\'', i + 1);
+      if (close == std::string::npos) throw std::invalid_argument("a single quote is not closed");
+      word.append(text, i + 1, close - i - 1);
+      i = close;
+    } else if (c == '"') {
+      for (++i;; ++i) {
+        if (i == text.size()) throw std::invalid_argument("a double quote is not closed");
+        if (text[i] == '"') break;
+        constexpr std::string_view kEscaped = "\"\\$`\n";  // what a backslash escapes inside "..."
+        if (text[i] == '\\' && i + 1 < text.size() && kEscaped.find(text[i + 1]) != std::string_view::npos) {
+          if (text[++i] != '\n') word += text[i];
+          continue;
+        }
+        word += text[i];
+      }
+    } else {
+      word += c;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
 }
 
 std::string describe_parse_error(const CLI::ParseError& error) {

@@ -25,6 +25,11 @@ CLI::Validator number(std::string option, std::string what, double min, std::str
 // One of `choices`; `meaning` says what each does, e.g. "cores (bind to the GPU's cores) or none".
 CLI::Validator one_of(std::string option, std::vector<std::string> choices, std::string meaning);
 
+// Splits `text` into words as sh does, without expansions: white space separates, '...' keeps
+// everything, "..." keeps all but \" \\ \$ \` (and a backslash-newline), a backslash outside
+// quotes keeps the next character. Throws std::invalid_argument naming what is unclosed.
+std::vector<std::string> shell_words(const std::string& text);
+
 // The one-line message for CLI11's own parse errors that remain (a missing value, a stray
 // argument), naming the option as the user spells it.
 std::string describe_parse_error(const CLI::ParseError& error);

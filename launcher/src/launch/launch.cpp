@@ -354,6 +354,14 @@ LauncherChoice choose_launcher(const Invocation& inv, const Environment& env, co
     choice.kind = launcher_for_mpi_program(choice.kind, inv.launch.program, env, choice.notes, choice.warnings);
     choice.mpi_on_this_host = choice.kind == LauncherKind::mpirun;
   }
+  // horovodrun's --mpi-args: mpirun starts the ranks, as under horovodrun, on this host too.
+  if (!inv.launch.mpirun_args.empty() && choice.kind != LauncherKind::mpirun) {
+    if (inv.elastic.enabled())
+      throw InputError("--mpi-args: this elastic job starts its processes without mpirun; give --launcher mpirun "
+                       "(one mpirun per process) or drop --mpi-args");
+    choice.mpi_on_this_host = choice.kind == LauncherKind::local;
+    choice.kind = LauncherKind::mpirun;
+  }
   if (inv.elastic.enabled()) require_elastic_launcher(inv, choice.kind, alloc);
   // Every host named before anything starts on one (mpirun's ssh would report them one by one).
   if (!inv.dry_run && choice.kind == LauncherKind::mpirun &&

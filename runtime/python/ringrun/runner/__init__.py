@@ -48,10 +48,10 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     The job is ``ringrun -np num_proc ... executable -m ringrun.runner.run_task``: each argument is
     the horovodrun option of its name (``hosts`` is ``-H``, ``min_num_proc`` ``--min-np``,
     ``host_discovery_script`` makes it elastic, ``use_mpi`` is ``--mpi``, ``ssh_port`` is ``-p``,
-    ...), and an option ringrun refuses (``mpi_args``: use ``OMPI_MCA_*`` variables) raises
-    ValueError with ringrun's line before anything starts. ``executable``: the ranks' Python
-    (default: this one). Inside a SLURM allocation the ranks run on its nodes, as ``ringrun`` does
-    there.
+    ``mpi_args`` is ``--mpi-args``, ...), and a value ringrun refuses (``mpi_args="--bind-to core"``:
+    ringrun binds the ranks itself) raises ValueError with ringrun's line before anything starts.
+    ``executable``: the ranks' Python (default: this one). Inside a SLURM allocation the ranks run
+    on its nodes, as ``ringrun`` does there.
 
     ``func`` and its arguments are pickled (cloudpickle where installed, else pickle: a function of
     the calling script or of a module; the script is then loaded on each rank as multiprocessing's
