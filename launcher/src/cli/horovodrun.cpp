@@ -148,7 +148,7 @@ void add_options(CLI::App& app, Choices& c) {
                "Start each output line with the local time, as horovodrun does (Mon Dec  7 02:55:37 2026[0]<stdout>:)")
       ->group(kGroup);
   app.add_option("--mpi-args", c.mpi_args,
-                 "mpirun's own options, as one word split as sh would (e.g. --mpi-args=\"--mca btl_tcp_if_include "
+                 "mpirun's own options, as one word split as sh would (e.g. --mpi-args=\"-mca btl_tcp_if_include "
                  "eth0\"): mpirun starts the ranks")
       ->type_name("ARGS")
       ->allow_extra_args(false)
