@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,12 @@ TEST_CASE("mpirun: ringrun's environment reaches every host's ranks by name, les
   REQUIRE(member_mca != member.end());
   CHECK(std::vector<std::string>(member_mca, member_mca + 3) == options.mpirun_args);
   CHECK(member_mca[4] == "task");
+  // Each member's mpirun has a session directory tree of its own (members start and end at once).
+  std::set<std::string> session_dirs;
+  for (const ProcessSpec& p : backend->elastic_slots(plan, env))
+    for (const std::string& kv : p.env)
+      if (kv.starts_with("OMPI_MCA_orte_top_session_dir=/tmp/ompi.ringrun.")) session_dirs.insert(kv);
+  CHECK(session_dirs.size() == plan.ranks.size());
   options.mpirun_args.clear();
   const std::vector<std::string> without_args = backend->command(plan, options, env);
   CHECK(std::find(without_args.begin(), without_args.end(), "--mca") == without_args.end());

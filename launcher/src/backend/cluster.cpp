@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 
 namespace ringrun {
 
@@ -274,6 +275,20 @@ class MpirunBackend final : public ClusterBackend {
     // share the node with the others, or it waits for them to end.
     EnvironmentMap extra;
     if (env.count("SLURM_JOB_ID") && !env.count("OMPI_MCA_plm_slurm_args")) extra["OMPI_MCA_plm_slurm_args"] = "--overlap";
+    // Open MPI's session directory tree of its own: the members' mpiruns (and their orteds on a
+    // host) share one top directory, which each removes at its end once empty, so a member
+    // starting while another ends could find it gone between its mkdir and its stat ("A call to
+    // mkdir was unable to create the desired directory ... File exists") and fail. Open MPI
+    // removes this one with its member.
+    if (!env.count("OMPI_MCA_orte_top_session_dir")) {
+      auto base = env.find("OMPI_MCA_orte_tmpdir_base");
+      if (base == env.end()) base = env.find("TMPDIR");
+      const std::string tmp = base != env.end() && !base->second.empty() ? base->second : "/tmp";
+      // The pid and a random word: pid namespaces (containers) may share a /tmp.
+      static const unsigned job_word = std::random_device{}();
+      extra["OMPI_MCA_orte_top_session_dir"] =
+          fmt::format("{}/ompi.ringrun.{}.{}.{:08x}.{}", tmp, ::geteuid(), ::getpid(), job_word, members_started_++);
+    }
     std::vector<std::string> argv = {"mpirun"};
     if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
     argv.insert(argv.end(), {"--tag-output", "-np", "1", "-H", r.host + ":1", "--bind-to", "none"});
@@ -283,6 +298,7 @@ class MpirunBackend final : public ClusterBackend {
   }
 
   mutable std::vector<std::string> mpirun_args_;  // horovodrun's --mpi-args, from command()
+  mutable unsigned members_started_ = 0;           // names each member's session directory
 };
 
 }  // namespace
