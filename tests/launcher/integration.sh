@@ -271,7 +271,7 @@ mpirun_backend)
   grep -qx "\[0\]<stdout>:rsh=-o BatchMode=yes -p 2222 -i $0" "$work/out" || fail "-p/-i: $(cat "$work/out")"
   # horovodrun's --mpi-args: split as sh would and given to mpirun after ringrun's own options;
   # with no --launcher, mpirun starts the ranks on this host, each pinned as the local launcher
-  # pins it; the --oversubscribe among them is ringrun's own (more ranks than cores here).
+  # pins it; the --oversubscribe among them becomes ringrun's own --oversubscribe.
   timeout 60 "$ringrun" -np 2 "--mpi-args=-x RINGRUN_TEST_MPI_ARGS='set by mpirun' --mca btl self,vader --oversubscribe" \
     sh -c 'echo "rank=$RINGRUN_RANK mpi_args=$RINGRUN_TEST_MPI_ARGS omp=$OMPI_COMM_WORLD_SIZE"' >"$work/out" 2>"$work/err"
   expect_rc $? 0 "$(cat "$work/err")"

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,42 +26,49 @@ namespace {
 // ringrun's memory without bound.
 constexpr std::size_t kMaxOutput = 1 << 20;
 
+// posix_spawn's objects, destroyed on every path.
+struct SpawnSetup {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  SpawnSetup() {
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attr);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+};
+
 }  // namespace
 
-DiscoveryRun::DiscoveryRun(const std::string& script, const sigset_t& signal_mask, SteadyTime now,
-                           pid_t* guard_slot)
+DiscoveryRun::DiscoveryRun(const std::string& script, const sigset_t& signal_mask, SteadyTime now)
     : deadline_(now + kDiscoveryTimeout) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
     throw LaunchError(fmt::format("ringrun: --host-discovery-script: pipe: {}", std::strerror(errno)), 1);
-  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  // Started as a rank is (its own group, default SIGPIPE, `signal_mask`, and named to the guard
-  // before it execs); stdout to the pipe, stdin from /dev/null, stderr shared with ringrun's (the
-  // script's own complaints are the best description of its failure).
-  std::string arg0 = "sh", arg1 = "-c", arg2 = script;
-  RankLaunch launch;
-  launch.executable = "/bin/sh";
-  launch.argv = {arg0.data(), arg1.data(), arg2.data(), nullptr};
-  for (char** e = environ; *e; ++e) launch.envp.push_back(*e);
-  launch.envp.push_back(nullptr);
-  launch.in_fd = devnull;
-  launch.out_fd = out[1];
-  launch.err_fd = STDERR_FILENO;
-  launch.exec_mask = signal_mask;
-  launch.parent = ::getpid();
-  launch.guard_slot = guard_slot;
-  SpawnFailure failure;
-  pid_ = devnull < 0 ? -1 : spawn_rank(launch, failure);
-  const int spawn_errno = errno;
+  SpawnSetup setup;
+  // stdout to the pipe, stdin from /dev/null, stderr shared with ringrun's (the script's own
+  // complaints are the best description of its failure).
+  posix_spawn_file_actions_adddup2(&setup.actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);  // ignored in the supervisor; an ignored signal survives exec
+  posix_spawnattr_setsigdefault(&setup.attr, &defaults);
+  posix_spawnattr_setsigmask(&setup.attr, &signal_mask);
+  posix_spawnattr_setpgroup(&setup.attr, 0);  // its own group: a timeout kills what it started too
+  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const char* argv[] = {"sh", "-c", script.c_str(), nullptr};
+  const int rc = ::posix_spawn(&pid_, "/bin/sh", &setup.actions, &setup.attr, const_cast<char* const*>(argv), environ);
   ::close(out[1]);
-  if (devnull >= 0) ::close(devnull);
-  if (pid_ < 0 || failure.step != SpawnFailure::none) {
+  if (rc != 0) {
     ::close(out[0]);
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);  // it exited 127
     pid_ = -1;
-    const int error = failure.step != SpawnFailure::none ? failure.error : spawn_errno;
     throw LaunchError(fmt::format("ringrun: --host-discovery-script '{}': cannot start /bin/sh: {}", script,
-                                  std::strerror(error)), 1);
+                                  std::strerror(rc)), 1);
   }
   fd_ = out[0];
   ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);

@@ -25,9 +25,8 @@ inline constexpr std::chrono::seconds kDiscoveryTimeout{10};
 class DiscoveryRun {
  public:
   // Starts `/bin/sh -c script` with `signal_mask` (the supervisor blocks its signals; the script
-  // must not inherit that) and default SIGPIPE; the script writes its pid into `guard_slot`
-  // (RankGuard::reserve) when not null. Throws LaunchError when it cannot be started.
-  DiscoveryRun(const std::string& script, const sigset_t& signal_mask, SteadyTime now, pid_t* guard_slot = nullptr);
+  // must not inherit that) and default SIGPIPE. Throws LaunchError when it cannot be started.
+  DiscoveryRun(const std::string& script, const sigset_t& signal_mask, SteadyTime now);
   ~DiscoveryRun();  // kills the group and reaps the script if it is still there: no orphan
   DiscoveryRun(const DiscoveryRun&) = delete;
   DiscoveryRun& operator=(const DiscoveryRun&) = delete;

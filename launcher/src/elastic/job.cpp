@@ -385,14 +385,14 @@ void ElasticJob::poll_store(Clock::time_point now) {
 void ElasticJob::run_discovery(Clock::time_point now) {
   const std::optional<Clock::time_point> due = coordinator_.next_discovery();
   if (discovery_ || !due || now < *due) return;
-  pid_t* guard_slot = guard_->reserve();
   try {
-    discovery_.emplace(config_.discovery_script, signals_.exec_mask(), now, guard_slot);
+    discovery_.emplace(config_.discovery_script, signals_.exec_mask(), now);
   } catch (const LaunchError& e) {
-    guard_->cancel(guard_slot);
     // No process or pipe to spare right now: a failed run like any other, retried in a second.
     apply(coordinator_.on_discovery(DiscoveryResult{false, "", e.what()}, now), now);
+    return;
   }
+  guard_->watch(discovery_->pid());
 }
 
 // The run ended (output closed and exit reaped, or the timeout): hand its result on.
