@@ -6,9 +6,7 @@
 // faster). Each rank uses CUDA device (local rank mod device count). Built only with NCCL.
 //   ringrun-nccl-bench [--min-bytes N] [--max-bytes N] [--iters N] [--collective allreduce|broadcast|allgather|all]
 //                      [--peer nccl|none]
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
+// NCCL and the CUDA runtime through the functions the runtime loads (transport/nccl/cuda_api.hpp).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "ringrun/ringrun.h"
+#include "transport/nccl/cuda_api.hpp"
 
 namespace {
 
@@ -27,16 +26,32 @@ namespace {
   std::exit(1);
 }
 
-void cuda(cudaError_t rc, const char* call) {
-  if (rc != cudaSuccess) fail(std::string(call) + ": " + cudaGetErrorString(rc));
+const ringrun::core::CudaRuntimeApi& rt() {
+  try {
+    return ringrun::core::cuda_runtime_api();
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
 }
 
-void ringrun(int rc, const char* call) {
+const ringrun::core::NcclApi& nccl_lib() {
+  try {
+    return ringrun::core::nccl_api();
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+}
+
+void cuda(cudaError_t rc, const char* call) {
+  if (rc != cudaSuccess) fail(std::string(call) + ": " + rt().GetErrorString(rc));
+}
+
+void check_ringrun(int rc, const char* call) {
   if (rc != 0) fail(std::string(call) + ": " + ringrun_last_error());
 }
 
 void nccl(ncclResult_t rc, const char* call) {
-  if (rc != ncclSuccess) fail(std::string(call) + ": " + ncclGetErrorString(rc));
+  if (rc != ncclSuccess) fail(std::string(call) + ": " + nccl_lib().GetErrorString(rc));
 }
 
 // The peer: NCCL itself, on a communicator of its own (the id crosses over ringrun's host path).
@@ -45,23 +60,23 @@ struct NcclPeer {
   cudaStream_t stream = nullptr;
   NcclPeer(int rank, int size) {
     ncclUniqueId id{};
-    if (rank == 0) nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    ringrun(ringrun_broadcast(&id, sizeof id, RINGRUN_UINT8, 0), "ringrun_broadcast of the NCCL id");
-    cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    nccl(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
+    if (rank == 0) nccl(nccl_lib().GetUniqueId(&id), "ncclGetUniqueId");
+    check_ringrun(ringrun_broadcast(&id, sizeof id, RINGRUN_UINT8, 0), "ringrun_broadcast of the NCCL id");
+    cuda(rt().StreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    nccl(nccl_lib().CommInitRank(&comm, size, id, rank), "ncclCommInitRank");
   }
   ~NcclPeer() {
-    ncclCommDestroy(comm);
-    cudaStreamDestroy(stream);
+    nccl_lib().CommDestroy(comm);
+    rt().StreamDestroy(stream);
   }
   void run(const std::string& collective, float* send, float* recv, std::size_t count) {
     if (collective == "allreduce")
-      nccl(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream), "ncclAllReduce");
+      nccl(nccl_lib().AllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream), "ncclAllReduce");
     else if (collective == "broadcast")
-      nccl(ncclBroadcast(recv, recv, count, ncclFloat32, 0, comm, stream), "ncclBroadcast");
+      nccl(nccl_lib().Broadcast(recv, recv, count, ncclFloat32, 0, comm, stream), "ncclBroadcast");
     else
-      nccl(ncclAllGather(send, recv, count, ncclFloat32, comm, stream), "ncclAllGather");
-    cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      nccl(nccl_lib().AllGather(send, recv, count, ncclFloat32, comm, stream), "ncclAllGather");
+    cuda(rt().StreamSynchronize(stream), "cudaStreamSynchronize");
   }
 };
 
@@ -78,7 +93,7 @@ double time_us(std::size_t bytes, int iters, Op op) {
 // The slowest rank's time: every rank prints the same row.
 double slowest(double us) {
   double out = us;
-  ringrun(ringrun_allreduce(&us, &out, 1, RINGRUN_FLOAT64, RINGRUN_MAX), "ringrun_allreduce");
+  check_ringrun(ringrun_allreduce(&us, &out, 1, RINGRUN_FLOAT64, RINGRUN_MAX), "ringrun_allreduce");
   return out;
 }
 
@@ -92,12 +107,12 @@ std::size_t parse_size(const char* option, const char* text) {
 // Runs one collective of `bytes` per rank on the device buffers.
 void run_op(const std::string& collective, float* send, float* recv, std::size_t count, int size) {
   if (collective == "allreduce") {
-    ringrun(ringrun_allreduce(send, recv, count, RINGRUN_FLOAT32, RINGRUN_SUM), "ringrun_allreduce");
+    check_ringrun(ringrun_allreduce(send, recv, count, RINGRUN_FLOAT32, RINGRUN_SUM), "ringrun_allreduce");
   } else if (collective == "broadcast") {
-    ringrun(ringrun_broadcast(recv, count, RINGRUN_FLOAT32, 0), "ringrun_broadcast");
+    check_ringrun(ringrun_broadcast(recv, count, RINGRUN_FLOAT32, 0), "ringrun_broadcast");
   } else {
     (void)size;
-    ringrun(ringrun_allgather(send, count, RINGRUN_FLOAT32, recv), "ringrun_allgather");
+    check_ringrun(ringrun_allgather(send, count, RINGRUN_FLOAT32, recv), "ringrun_allgather");
   }
 }
 
@@ -106,11 +121,11 @@ void run_op(const std::string& collective, float* send, float* recv, std::size_t
 std::int64_t check_once(const std::string& collective, float* send, float* recv, std::size_t count, int rank,
                         int size, std::vector<float>& host) {
   std::vector<float> mine(count, static_cast<float>(rank + 1));
-  cuda(cudaMemcpy(send, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (collective == "broadcast") cuda(cudaMemcpy(recv, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  cuda(rt().Memcpy(send, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (collective == "broadcast") cuda(rt().Memcpy(recv, mine.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   run_op(collective, send, recv, count, size);
   const std::size_t out = collective == "allgather" ? count * static_cast<std::size_t>(size) : count;
-  cuda(cudaMemcpy(host.data(), recv, out * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  cuda(rt().Memcpy(host.data(), recv, out * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
   std::int64_t wrong = 0;
   for (std::size_t i = 0; i < out; ++i) {
     const float want = collective == "allreduce"   ? static_cast<float>(size * (size + 1) / 2)
@@ -119,7 +134,7 @@ std::int64_t check_once(const std::string& collective, float* send, float* recv,
     wrong += host[i] != want;
   }
   std::int64_t wrong_all = wrong;
-  ringrun(ringrun_allreduce(&wrong, &wrong_all, 1, RINGRUN_INT64, RINGRUN_SUM), "ringrun_allreduce");
+  check_ringrun(ringrun_allreduce(&wrong, &wrong_all, 1, RINGRUN_INT64, RINGRUN_SUM), "ringrun_allreduce");
   return wrong_all;
 }
 
@@ -144,22 +159,22 @@ int main(int argc, char** argv) {
     fail("--collective '" + which + "': expected allreduce, broadcast, allgather or all");
   if (peer_name != "nccl" && peer_name != "none") fail("--peer '" + peer_name + "': expected nccl or none");
   int devices = 0;
-  cudaError_t probe = cudaGetDeviceCount(&devices);
+  cudaError_t probe = rt().GetDeviceCount(&devices);
   if (probe != cudaSuccess || devices == 0)
-    fail(std::string("no CUDA device: cudaGetDeviceCount returned ") + cudaGetErrorName(probe));
-  ringrun(ringrun_init(), "ringrun_init");
+    fail(std::string("no CUDA device: cudaGetDeviceCount returned ") + rt().GetErrorName(probe));
+  check_ringrun(ringrun_init(), "ringrun_init");
   const int rank = ringrun_rank(), size = ringrun_size();
-  cuda(cudaSetDevice(ringrun_local_rank() % devices), "cudaSetDevice");
+  cuda(rt().SetDevice(ringrun_local_rank() % devices), "cudaSetDevice");
   const std::size_t max_count = max_bytes / 4;
   float *send = nullptr, *recv = nullptr;
-  cuda(cudaMalloc(reinterpret_cast<void**>(&send), max_count * 4), "cudaMalloc");
-  cuda(cudaMalloc(reinterpret_cast<void**>(&recv), max_count * 4 * static_cast<std::size_t>(size)), "cudaMalloc");
+  cuda(rt().Malloc(reinterpret_cast<void**>(&send), max_count * 4), "cudaMalloc");
+  cuda(rt().Malloc(reinterpret_cast<void**>(&recv), max_count * 4 * static_cast<std::size_t>(size)), "cudaMalloc");
   std::vector<float> host(max_count * static_cast<std::size_t>(size));
   std::optional<NcclPeer> peer;
   if (peer_name == "nccl") peer.emplace(rank, size);
   if (rank == 0) {
     int nccl_version = 0;
-    ncclGetVersion(&nccl_version);
+    nccl_lib().GetVersion(&nccl_version);
     std::printf("# ringrun-nccl-bench: %d rank(s), device buffers, float32 sum, %d iterations per size\n"
                 "# peer: %s (NCCL %d, called directly on its own communicator)\n"
                 "%-10s %12s %11s %5s %4s %10s %10s %10s %6s %12s %15s %6s\n",
@@ -191,8 +206,8 @@ int main(int argc, char** argv) {
     }
   }
   peer.reset();
-  cudaFree(send);
-  cudaFree(recv);
-  ringrun(ringrun_finalize(), "ringrun_finalize");
+  rt().Free(send);
+  rt().Free(recv);
+  check_ringrun(ringrun_finalize(), "ringrun_finalize");
   return 0;
 }

@@ -56,10 +56,10 @@ RUNTIME_USES = {
 }
 
 # The components below the launcher, whose public headers any launcher file may include.
-COMPONENTS_BELOW = ["slurm/include/ringrun", "topology/include/ringrun", "runtime/store/ringrun"]
+COMPONENTS_BELOW = ["slurm/include/ringrun", "topology/include/ringrun", "runtime/store/ringrun", "runtime/gpu/ringrun"]
 
 # Product code: the folders whose size is checked.
-PRODUCT_ROOTS = ["launcher", "slurm", "topology", "runtime/src", "runtime/store"]
+PRODUCT_ROOTS = ["launcher", "slurm", "topology", "runtime/src", "runtime/store", "runtime/gpu"]
 MAX_SOURCE_FILES = 15
 SOURCE_SUFFIXES = {".c", ".cpp", ".h", ".hpp"}
 # Folders allowed more, at most the count given, each with the reason. Lower a count when a

@@ -2,10 +2,9 @@
 // in place and not), broadcast and allgather (in place and not) against the host reference, host
 // buffers (pageable and pinned) still on the host path once CUDA is in use, and the errors for
 // mixed host/device buffers. Without a CUDA device it checks that host collectives work in a
-// build with NCCL and exits 77 (ctest SKIP_RETURN_CODE) with the reason.
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
+// build with NCCL and exits 77 (ctest SKIP_RETURN_CODE) with the reason. NCCL and the CUDA runtime
+// are called through the functions the runtime loaded (transport/nccl/cuda_api.hpp), as ringrun
+// itself calls them: the test links neither.
 #include <algorithm>
 
 #include <chrono>
@@ -17,6 +16,8 @@
 
 #include "reference.hpp"
 #include "ringrun/ringrun.h"
+#include "ringrun/runtime.hpp"
+#include "transport/nccl/cuda_api.hpp"
 
 using namespace ringrun::test;
 using ringrun::core::dtype_name;
@@ -24,6 +25,9 @@ using ringrun::core::dtype_size;
 using ringrun::core::op_name;
 
 namespace {
+
+const ringrun::core::CudaRuntimeApi& rt() { return ringrun::core::cuda_runtime_api(); }
+const ringrun::core::NcclApi& nccl() { return ringrun::core::nccl_api(); }
 
 int g_failures = 0;
 
@@ -39,7 +43,7 @@ int g_failures = 0;
 
 void cuda(cudaError_t rc, const char* call) {
   if (rc == cudaSuccess) return;
-  std::fprintf(stderr, "%s: %s\n", call, cudaGetErrorString(rc));
+  std::fprintf(stderr, "%s: %s\n", call, rt().GetErrorString(rc));
   std::exit(1);
 }
 
@@ -47,15 +51,15 @@ void cuda(cudaError_t rc, const char* call) {
 struct DeviceBuffer {
   void* ptr = nullptr;
   std::size_t bytes = 0;
-  explicit DeviceBuffer(std::size_t n) : bytes(n) { cuda(cudaMalloc(&ptr, n ? n : 1), "cudaMalloc"); }
+  explicit DeviceBuffer(std::size_t n) : bytes(n) { cuda(rt().Malloc(&ptr, n ? n : 1), "cudaMalloc"); }
   DeviceBuffer(const std::vector<char>& host, std::size_t n) : DeviceBuffer(n) { upload(host); }
-  ~DeviceBuffer() { cudaFree(ptr); }
+  ~DeviceBuffer() { rt().Free(ptr); }
   void upload(const std::vector<char>& host) {
-    if (bytes) cuda(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    if (bytes) cuda(rt().Memcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   }
   std::vector<char> download() const {
     std::vector<char> host(bytes + 1);
-    if (bytes) cuda(cudaMemcpy(host.data(), ptr, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    if (bytes) cuda(rt().Memcpy(host.data(), ptr, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
     return host;
   }
   char* at(std::size_t offset) const { return static_cast<char*>(ptr) + offset; }
@@ -85,13 +89,13 @@ std::vector<char> nccl_allreduce(const std::vector<char>& input, std::size_t cou
   DeviceBuffer send(input, bytes), recv(bytes);
   ncclComm_t comm = nullptr;
   int device = 0;
-  cuda(cudaGetDevice(&device), "cudaGetDevice");
-  if (ncclCommInitAll(&comm, 1, &device) != ncclSuccess) return {};
+  cuda(rt().GetDevice(&device), "cudaGetDevice");
+  if (nccl().CommInitAll(&comm, 1, &device) != ncclSuccess) return {};
   const ncclDataType_t types[] = {ncclFloat32, ncclFloat64, ncclFloat16, ncclBfloat16, ncclInt32, ncclInt64, ncclUint8};
   const ncclRedOp_t ops[] = {ncclSum, ncclAvg, ncclMin, ncclMax, ncclProd};
-  ncclAllReduce(send.ptr, recv.ptr, count, types[dtype], ops[op], comm, nullptr);
-  cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  ncclCommDestroy(comm);
+  nccl().AllReduce(send.ptr, recv.ptr, count, types[dtype], ops[op], comm, nullptr);
+  cuda(rt().DeviceSynchronize(), "cudaDeviceSynchronize");
+  nccl().CommDestroy(comm);
   return recv.download();
 }
 
@@ -148,7 +152,7 @@ void check_broadcast_allgather() {
       EXPECT(same(recv.download(), expected, bytes * n), "allgather %s %zu: wrong result", dtype_name(dtype), count);
       // send == recv: this rank's block starts at recv (as on the host path).
       DeviceBuffer in_place(bytes * static_cast<std::size_t>(n));
-      if (bytes) cuda(cudaMemcpy(in_place.ptr, mine.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+      if (bytes) cuda(rt().Memcpy(in_place.ptr, mine.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
       rc = ringrun_allgather(in_place.ptr, count, dtype, in_place.ptr);
       EXPECT(rc == 0, "allgather in place %s %zu: %s", dtype_name(dtype), count, ringrun_last_error());
       EXPECT(same(in_place.download(), expected, bytes * n), "allgather in place %s %zu: wrong result",
@@ -173,13 +177,13 @@ void check_errors() {
          ringrun_last_error());
   std::printf("mixed buffers: %s\n", ringrun_last_error());
   void* pinned = nullptr;
-  cuda(cudaMallocHost(&pinned, 4 * 1000), "cudaMallocHost");
+  cuda(rt().MallocHost(&pinned, 4 * 1000), "cudaMallocHost");
   auto* f = static_cast<float*>(pinned);
   for (int i = 0; i < 1000; ++i) f[i] = 2.0f;
   EXPECT(ringrun_allreduce(f, f, 1000, RINGRUN_FLOAT32, RINGRUN_MAX) == 0, "pinned host allreduce: %s",
          ringrun_last_error());
   EXPECT(f[999] == 2.0f, "pinned host allreduce: wrong result");
-  cudaFreeHost(pinned);
+  rt().FreeHost(pinned);
 }
 
 void report_latency() {
@@ -201,24 +205,32 @@ int main() {
                            "PMI_RANK", "MASTER_ADDR"})
     unsetenv(name);
   int devices = 0;
-  cudaError_t probe = cudaGetDeviceCount(&devices);
+  cudaError_t probe = cudaErrorNoDevice;
+  std::string missing;  // NCCL or the CUDA runtime could not be loaded
+  try {
+    (void)nccl();
+    probe = rt().GetDeviceCount(&devices);
+  } catch (const ringrun::RuntimeError& e) {
+    missing = e.what();
+  }
   if (ringrun_init() != 0) {
     std::fprintf(stderr, "ringrun_init: %s\n", ringrun_last_error());
     return 1;
   }
-  if (probe != cudaSuccess || devices == 0) {
+  if (!missing.empty() || probe != cudaSuccess || devices == 0) {
     // The host path must not be disturbed by a CUDA runtime without a driver or device.
     check_host_buffers("without a CUDA device");
     ringrun_finalize();
     if (g_failures) return 1;
-    std::printf("SKIP: no CUDA device: cudaGetDeviceCount returned %s (%s), %d device(s); host collectives in "
-                "this NCCL build: ok\n",
-                cudaGetErrorName(probe), cudaGetErrorString(probe), devices);
+    if (!missing.empty())
+      std::printf("SKIP: %s; host collectives in this NCCL build: ok\n", missing.c_str());
+    else
+      std::printf("SKIP: no CUDA device: cudaGetDeviceCount returned %s (%s), %d device(s); host collectives in "
+                  "this NCCL build: ok\n",
+                  rt().GetErrorName(probe), rt().GetErrorString(probe), devices);
     return 77;
   }
-  cudaDeviceProp prop{};
-  cuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  std::printf("CUDA device 0: %s, %d device(s)\n", prop.name, devices);
+  std::printf("CUDA device 0 of %d; %s; %s\n", devices, rt().description.c_str(), nccl().description.c_str());
   check_host_buffers("before the first device call");
   check_allreduce();
   check_broadcast_allgather();

@@ -75,7 +75,9 @@ std::string transport_boxes(const BuildFacts& facts) {
   else
     out += box(true, fmt::format("Shared memory (/dev/shm: {}, {} free)", format_bytes(*facts.shm_total_bytes),
                                  format_bytes(facts.shm_free_bytes.value_or(0))));
-  std::string nccl_found = facts.nccl.version ? fmt::format("NCCL {} ({})", *facts.nccl.version, facts.nccl.path) : "";
+  std::string nccl_found =
+      facts.nccl.version ? fmt::format("NCCL {} ({}, from {})", *facts.nccl.version, facts.nccl.path, facts.nccl.origin)
+                         : "";
   if (facts.runtime_has_nccl == false)
     out += box(false, fmt::format("NCCL: the runtime library was built without the NCCL transport (it names no nccl "
                                   "symbol); {}",
@@ -84,6 +86,16 @@ std::string transport_boxes(const BuildFacts& facts) {
     out += box(true, nccl_found);
   else
     out += box(false, "NCCL: " + facts.nccl.error);
+  // NCCL and the CUDA runtime load when a job passes a CUDA tensor; both and a device are needed.
+  if (facts.cuda_runtime.version)
+    out += box(true, fmt::format("CUDA runtime {} ({}, from {})", *facts.cuda_runtime.version,
+                                 facts.cuda_runtime.path, facts.cuda_runtime.origin));
+  else
+    out += box(false, "CUDA runtime: " + facts.cuda_runtime.error);
+  if (facts.cuda_devices > 0)
+    out += box(true, fmt::format("CUDA devices: {}", facts.cuda_devices));
+  else
+    out += box(false, fmt::format("CUDA devices: the GPU cannot be used here: {}", facts.cuda_devices_reason));
   return out;
 }
 

@@ -79,7 +79,8 @@ PythonBindingFacts probe_python_binding(const Environment& env);
 struct LibraryProbe {
   std::optional<std::string> version;  // "2.21.5"; nullopt when not loaded
   std::string path;                    // where it was loaded from, when loaded
-  std::string error;                   // why not loaded (dlopen/dlsym message)
+  std::string origin;                  // where in the search it was found (ringrun/gpu_libraries.hpp)
+  std::string error;                   // why not loaded: what was searched and how to get it
 };
 
 struct RdmaPort {
@@ -199,6 +200,9 @@ struct BuildFacts {
   std::optional<std::uint64_t> shm_total_bytes;
   std::optional<std::uint64_t> shm_free_bytes;
   LibraryProbe nccl;
+  LibraryProbe cuda_runtime;
+  int cuda_devices = 0;
+  std::string cuda_devices_reason;  // why there are none
   std::string hwloc_version;
   std::optional<std::vector<std::string>> gpus;  // names seen by hwloc; nullopt: hwloc failed
   std::optional<std::vector<std::string>> nics;

@@ -6,6 +6,7 @@
 #include "facts/srun.hpp"
 
 #include <ringrun/environment_variables.hpp>
+#include <ringrun/gpu_libraries.hpp>
 #include <ringrun/slurm.hpp>
 #include <ringrun/topology.hpp>
 
@@ -97,11 +98,25 @@ LibraryProbe probe_library(const char* soname, const std::vector<std::string>& f
   return probe;
 }
 
-LibraryProbe probe_nccl() {
-  return probe_library("libnccl.so.2", {"/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2"},
-                       "ncclGetVersion", &nccl_version_string,
-                       "LD_LIBRARY_PATH or /usr/local/cuda/lib64 or /usr/local/cuda/lib");
+// NCCL or the CUDA runtime as a rank would find it (the search of ringrun/gpu_libraries.hpp, from
+// this program's folder, reading `env`); unloaded again after its version is read.
+LibraryProbe probe_gpu_library(gpu::Library library, const Environment& env) {
+  gpu::SearchContext context{executable_path().parent_path().string(),
+                             [&env](std::string_view name) { return env_value(env, std::string(name)); }};
+  gpu::Lookup lookup = gpu::find(library, context, /*lazy=*/true);
+  LibraryProbe probe;
+  if (!lookup.found) {
+    probe.error = lookup.error;
+    return probe;
+  }
+  probe.version = gpu::version_text(library, lookup.found->version);
+  probe.path = lookup.found->path;
+  probe.origin = lookup.found->origin;
+  gpu::release(*lookup.found);
+  return probe;
 }
+
+LibraryProbe probe_nccl(const Environment& env) { return probe_gpu_library(gpu::Library::nccl, env); }
 
 LibraryProbe probe_cuda_driver() {
   return probe_library("libcuda.so.1", {}, "cuDriverGetVersion", &cuda_version_string,
@@ -222,7 +237,7 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
   facts.srun_mpi_list = srun_mpi_list(facts.srun_path, facts.srun_mpi_list_error);
   facts.mpirun_path = diagnostics::find_in_path(env, "mpirun");
   facts.mpirun_version = mpirun_version(facts.mpirun_path);
-  facts.nccl = probe_nccl();
+  facts.nccl = probe_nccl(env);
   facts.cuda_driver = probe_cuda_driver();
   try {
     facts.gpus_seen = static_cast<int>(topology::load_live().gpus.size());
@@ -406,7 +421,11 @@ int run_check_build(const Environment& env) {
   auto shm = shm_size();
   facts.shm_total_bytes = shm.total;
   facts.shm_free_bytes = shm.free;
-  facts.nccl = probe_nccl();
+  facts.nccl = probe_nccl(env);
+  facts.cuda_runtime = probe_gpu_library(gpu::Library::cuda_runtime, env);
+  gpu::Devices devices = gpu::cuda_devices();
+  facts.cuda_devices = devices.count;
+  facts.cuda_devices_reason = devices.reason;
   facts.hwloc_version = hwloc_version();
   facts.python = probe_python_binding(env);
   try {
@@ -432,7 +451,7 @@ int run_doctor(const Environment& env, const DoctorOptions& options) {
     report.kernel = kernel_name();
     report.cpu = cpu_summary();
     report.hwloc = topology_summary();
-    LibraryProbe nccl = probe_nccl();
+    LibraryProbe nccl = probe_nccl(env);
     report.nccl = nccl.version ? fmt::format("{} ({})", *nccl.version, nccl.path) : nccl.error;
     LibraryProbe cuda = probe_cuda_driver();
     report.cuda_driver = cuda.version ? fmt::format("CUDA {} ({})", *cuda.version, cuda.path) : cuda.error;

@@ -66,6 +66,13 @@ int ringrun_cross_size(void);
  * "shm+tcp" (shared memory within each host, TCP between hosts); NULL before ringrun_init(). */
 const char *ringrun_transport_name(void);
 
+/* The NCCL this process uses for device buffers, loaded now if it is not yet (the search of
+ * ringrun(3), GPU LIBRARIES: RINGRUN_NCCL_LIBRARY, a copy already loaded, the Python environment's
+ * nvidia/nccl/lib, NCCL_HOME, LD_LIBRARY_PATH, /usr/local/cuda): its version code (2.32.3 ->
+ * 23203), or a negative code with ringrun_last_error() naming what is missing and how to get it.
+ * Needs no ringrun_init(). */
+int ringrun_nccl_version(void);
+
 /* send == recv means in place. */
 int ringrun_allreduce(const void *send, void *recv, size_t count, ringrun_dtype dtype, ringrun_op op);
 int ringrun_broadcast(void *buf, size_t count, ringrun_dtype dtype, int root);

@@ -99,13 +99,12 @@ void define_queries(py::module_& m) {
     if (!name) return py::none();
     return py::str(name);
   });
-#ifdef RINGRUN_PY_NCCL
-  m.attr("NCCL_BUILT") = true;
-  m.attr("NCCL_VERSION") = RINGRUN_PY_NCCL_VERSION;
-#else
-  m.attr("NCCL_BUILT") = false;
-  m.attr("NCCL_VERSION") = 0;
-#endif
+  // (version code, "") when NCCL loads, (0, why not) otherwise; loads it the first time it is asked.
+  m.def("nccl_status", []() -> py::tuple {
+    int code = ringrun_nccl_version();
+    if (code > 0) return py::make_tuple(code, std::string());
+    return py::make_tuple(0, std::string(ringrun_last_error()));
+  });
   m.def("start_timeline",
         [](const std::string& filename, bool mark_cycles) { check(ringrun_start_timeline(filename.c_str(), mark_cycles ? 1 : 0)); },
         py::arg("filename"), py::arg("mark_cycles") = false);

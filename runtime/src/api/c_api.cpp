@@ -21,6 +21,9 @@
 #include "core/device_memory.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 #include "ringrun/store.hpp"
+#ifdef RINGRUN_HAVE_NCCL
+#include "transport/nccl/cuda_api.hpp"
+#endif
 
 namespace ringrun::core {
 namespace {
@@ -267,5 +270,19 @@ int ringrun_barrier(void) {
 }
 
 const char* ringrun_last_error(void) { return t_last_error.c_str(); }
+
+int ringrun_nccl_version(void) {
+#ifdef RINGRUN_HAVE_NCCL
+  try {
+    return ringrun::core::nccl_loaded_version();
+  } catch (...) {
+    return record_error(std::current_exception());
+  }
+#else
+  t_last_error = "this libringrun_runtime was compiled without NCCL's headers; rebuild it with NCCL_HOME naming an "
+                 "NCCL (pip install nvidia-nccl-cu13) and -DRINGRUN_WITH_NCCL=ON";
+  return RINGRUN_ERR_INVALID_ARGUMENT;
+#endif
+}
 
 }  // extern "C"

@@ -16,6 +16,7 @@
 #include "ringrun/runtime.hpp"
 #include "core/device_memory.hpp"
 #ifdef RINGRUN_HAVE_NCCL
+#include "transport/nccl/cuda_api.hpp"
 #include "transport/nccl/nccl_transport.hpp"
 #endif
 #include "transport/hier/hier_transport.hpp"
@@ -257,6 +258,13 @@ Transport* Communicator::device_transport(const char* what, const void* a, const
                                    second.ordinal));
 #ifdef RINGRUN_HAVE_NCCL
   if (!nccl_) {
+    try {
+      (void)nccl_api();  // NCCL and the CUDA runtime load now, the first time a device buffer is seen
+      (void)cuda_runtime_api();
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(e.code(), fmt::format("{}: the buffer is device memory (CUDA device {}) but {}", what,
+                                               first.ordinal, e.what()));
+    }
     nccl_ = NcclTransport::create(world_, transport_, mesh_.get(), first.ordinal, [this] { return ++seq_; });
   } else if (int device = static_cast<NcclTransport&>(*nccl_).device(); device != first.ordinal) {
     throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
@@ -268,8 +276,8 @@ Transport* Communicator::device_transport(const char* what, const void* a, const
 #else
   throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                      fmt::format("{}: the buffer is device memory (CUDA device {}) but this libringrun_runtime was "
-                                 "built without NCCL; copy it to host memory, or rebuild where CUDA and NCCL are found "
-                                 "(-DRINGRUN_WITH_NCCL=ON)",
+                                 "compiled without NCCL's headers; copy it to host memory, or rebuild with NCCL_HOME "
+                                 "naming an NCCL (pip install nvidia-nccl-cu13) and -DRINGRUN_WITH_NCCL=ON",
                                  what, first.ordinal));
 #endif
 }

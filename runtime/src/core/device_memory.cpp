@@ -5,10 +5,6 @@
 
 #include <atomic>
 
-#ifdef RINGRUN_HAVE_NCCL
-#include <cuda_runtime_api.h>
-#endif
-
 namespace ringrun::core {
 namespace {
 
@@ -40,37 +36,6 @@ bool cuda_driver_loaded() {
 
 namespace {
 
-#ifdef RINGRUN_HAVE_NCCL
-
-// cudaGetDeviceCount once (after the driver is loaded: the program uses CUDA); 0 on any error.
-int device_count() {
-  static const int count = [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return n;
-  }();
-  return count;
-}
-
-BufferLocation locate_cuda(const void* pointer) {
-  if (device_count() <= 0) return {};
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
-    (void)cudaGetLastError();  // not a CUDA pointer (older runtimes report that as an error)
-    return {};
-  }
-  BufferLocation where;
-  where.managed = attributes.type == cudaMemoryTypeManaged;
-  where.device = attributes.type == cudaMemoryTypeDevice || where.managed;
-  where.ordinal = where.device ? attributes.device : -1;
-  return where;
-}
-
-#else
-
 // The driver API, looked up in the libcuda.so.1 the program loaded (values from cuda.h).
 using PointerGetAttribute = int (*)(void* data, int attribute, unsigned long long pointer);
 constexpr int kAttributeMemoryType = 2;    // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
@@ -97,8 +62,6 @@ BufferLocation locate_cuda(const void* pointer) {
   if (get(&ordinal, kAttributeOrdinal, address) == 0) where.ordinal = ordinal;
   return where;
 }
-
-#endif
 
 }  // namespace
 

@@ -1,6 +1,7 @@
-// Where a buffer lives: host memory, or memory of a CUDA device. Built in every configuration:
-// with NCCL (RINGRUN_HAVE_NCCL) through the CUDA runtime, without it through the CUDA driver that
-// the program itself loaded (so a device buffer gets a clear error instead of a crash).
+// Where a buffer lives: host memory, or memory of a CUDA device, asked of the CUDA driver that the
+// program itself loaded (the CUDA runtime and NCCL load only once a device buffer is seen, so a
+// device buffer without them gets a clear error instead of a crash). Managed memory is
+// host-accessible: the host transports take it.
 //
 // Cheap for host buffers in programs that never touch CUDA: nothing is asked of CUDA until
 // libcuda.so.1 is loaded in the process (a process without it has no device memory), and CUDA is
@@ -10,7 +11,7 @@
 namespace ringrun::core {
 
 struct BufferLocation {
-  bool device = false;   // device memory (or managed memory, in builds with NCCL)
+  bool device = false;   // device memory (not managed)
   bool managed = false;  // CUDA managed memory (host-accessible)
   int ordinal = -1;      // the CUDA device it belongs to, when device
 };

@@ -387,6 +387,27 @@ inline constexpr Variable kUnfusedMinBytes{
     .default_value = "1048576",
     .role = Role::runtime_input};
 
+// The NCCL and CUDA runtime libraries, found and loaded when a job first passes a device buffer
+// (runtime/gpu/ringrun/gpu_libraries.hpp spells the search once; these are its inputs).
+inline constexpr Variable kNcclLibrary{
+    .name = "RINGRUN_NCCL_LIBRARY",
+    .meaning = "the libnccl.so.2 to load (first in the search; it must load)",
+    .unit = "",
+    .default_value = "",
+    .role = Role::runtime_input};
+inline constexpr Variable kCudartLibrary{
+    .name = "RINGRUN_CUDART_LIBRARY",
+    .meaning = "the CUDA runtime (libcudart.so.13 or .12) to load (first in the search; it must load)",
+    .unit = "",
+    .default_value = "",
+    .role = Role::runtime_input};
+inline constexpr Variable kNcclHome{
+    .name = "NCCL_HOME", .meaning = "an NCCL installation: its lib/ is searched after the Python environment",
+    .unit = "", .default_value = "", .role = Role::runtime_input};
+inline constexpr Variable kCudaHome{
+    .name = "CUDA_HOME", .meaning = "a CUDA installation: its lib64/ is searched for the CUDA runtime after the "
+    "Python environment", .unit = "", .default_value = "", .role = Role::runtime_input};
+
 // Horovod's own knobs, in Horovod's units, read by the runtime where the job's environment sets them
 // and the ringrun option for the same knob was not given (the option wins).
 inline constexpr Variable kHorovodFusionThreshold{
@@ -429,7 +450,7 @@ inline constexpr std::array kAll = {
     &kHorovodRank, &kHorovodSize, &kHorovodLocalRank, &kHorovodLocalSize, &kHorovodCrossRank, &kHorovodCrossSize,
     &kHorovodHostname,
     &kDisableShm, &kShmSlotBytes, &kTcpStreams, &kPeerTimeout, &kEngineAtInit, &kRunSecret, &kFp16Compression,
-    &kInlineBytes, &kUnfusedMinBytes,
+    &kInlineBytes, &kUnfusedMinBytes, &kNcclLibrary, &kCudartLibrary, &kNcclHome, &kCudaHome,
     &kHorovodFusionThreshold, &kHorovodCycleTime, &kHorovodTimeline, &kHorovodTimelineMarkCycles,
     &kHorovodStallCheckTimeSeconds, &kHorovodStallShutdownTimeSeconds, &kHorovodCacheCapacity,
 };

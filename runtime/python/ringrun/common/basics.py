@@ -122,13 +122,24 @@ def is_homogeneous():
     return size() == local_size() * cross_size()
 
 
+def nccl_status():
+    """``(version, reason)``: the version code of the NCCL that CUDA tensors are reduced with and an
+    empty reason, or ``(0, reason)`` naming what is missing and how to get it. NCCL is loaded the
+    first time this is asked (``man ringrun``, GPU LIBRARIES: ``RINGRUN_NCCL_LIBRARY``, a copy torch
+    already loaded, the environment's ``nvidia/nccl/lib``, ``NCCL_HOME``, ``LD_LIBRARY_PATH``,
+    ``/usr/local/cuda``); a CPU-only program that never asks loads nothing from CUDA."""
+    code, reason = _ringrun.nccl_status()
+    return int(code), str(reason)
+
+
 def nccl_built():
-    """The NCCL version this build reduces CUDA tensors with (e.g. 22809 for 2.28.9), or 0 without NCCL."""
-    return int(_ringrun.NCCL_VERSION)
+    """The version code of the NCCL ringrun reduces CUDA tensors with (e.g. 23203 for 2.32.3), or 0
+    when none loads here (``ringrun check-build`` says why). Loads NCCL the first time it is asked."""
+    return nccl_status()[0]
 
 
 def cuda_built():
-    """True when this build handles CUDA tensors (through NCCL)."""
+    """True when CUDA tensors can be reduced here (NCCL loads)."""
     return nccl_built() > 0
 
 

@@ -14,8 +14,8 @@ from ringrun.common.basics import (  # noqa: F401 - ringrun.torch's names
     Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, InternalError, Max, Min, Product, ProcessSet, Sum,
     _ADASUM_CALLS, _OP_NAMES, _op_code, _set_id, _set_rank, _set_size, add_process_set, ccl_built, cross_rank,
     cross_size, cuda_built, ddl_built, global_process_set, gloo_built, gloo_enabled, is_homogeneous, is_initialized,
-    local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank, remove_process_set,
-    rocm_built, shutdown, size, start_timeline, stop_timeline)
+    local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, nccl_status, rank,
+    remove_process_set, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from ringrun.torch.version import check_torch_version
 
 check_torch_version(torch.__version__)
@@ -67,9 +67,9 @@ def _check_tensor(tensor, what):
     """The dtype code of a tensor the runtime can take, or ValueError naming the problem."""
     _check_dense(tensor, what)
     if tensor.device.type == "cuda":
-        if not nccl_built():
-            raise ValueError(f"{what}: the tensor is on {tensor.device} but this ringrun build has no NCCL; "
-                             "rebuild ringrun where CUDA and NCCL are installed (/usr/local/cuda), or move the tensor to the CPU")
+        version, reason = nccl_status()
+        if not version:
+            raise ValueError(f"{what}: the tensor is on {tensor.device} but {reason}")
         # The runtime reads the tensor on its own stream: work queued on torch's stream must be done.
         torch.cuda.current_stream(tensor.device).synchronize()
     elif tensor.device.type != "cpu":

@@ -1,8 +1,5 @@
 #include "transport/nccl/nccl_transport.hpp"
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -12,10 +9,11 @@
 
 #include "core/dtype.hpp"
 #include "ringrun/runtime.hpp"
+#include "transport/nccl/cuda_api.hpp"
 #include "transport/tcp/tcp_mesh.hpp"
 
-#if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
-#error "ringrun needs NCCL 2.10 or newer (ncclAvg, ncclBfloat16)"
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "ringrun compiles against NCCL 2.14 or newer headers (ncclCommInitRankConfig, ncclCommFinalize)"
 #endif
 
 namespace ringrun::core {
@@ -35,9 +33,13 @@ constexpr auto kPeerCheckInterval = std::chrono::milliseconds(1);
 constexpr auto kSpinFor = std::chrono::milliseconds(2);
 constexpr auto kFinalizeBudget = std::chrono::seconds(5);  // the peer-death budget
 
+const CudaRuntimeApi& cuda() { return cuda_runtime_api(); }
+const NcclApi& nccl() { return nccl_api(); }
+
 [[noreturn]] void cuda_failed(const char* call, cudaError_t rc) {
-  (void)cudaGetLastError();
-  throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: {} ({})", call, cudaGetErrorString(rc), cudaGetErrorName(rc)));
+  (void)cuda().GetLastError();
+  throw RuntimeError(RINGRUN_ERR_INTERNAL,
+                     fmt::format("{}: {} ({})", call, cuda().GetErrorString(rc), cuda().GetErrorName(rc)));
 }
 
 void check_cuda(const char* call, cudaError_t rc) {
@@ -54,8 +56,8 @@ int nccl_code(ncclResult_t rc) {
 }
 
 [[noreturn]] void nccl_failed(const char* call, ncclResult_t rc, ncclComm_t comm) {
-  const char* detail = ncclGetLastError(comm);
-  throw RuntimeError(nccl_code(rc), fmt::format("{}: {}{}{}", call, ncclGetErrorString(rc),
+  const char* detail = nccl().GetLastError(comm);
+  throw RuntimeError(nccl_code(rc), fmt::format("{}: {}{}{}", call, nccl().GetErrorString(rc),
                                                 detail && *detail ? ": " : "", detail ? detail : ""));
 }
 
@@ -93,12 +95,12 @@ ncclRedOp_t nccl_op(ringrun_op op) {
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
-    check_cuda("cudaGetDevice", cudaGetDevice(&previous_));
-    if (previous_ != device) check_cuda(fmt::format("cudaSetDevice({})", device).c_str(), cudaSetDevice(device));
+    check_cuda("cudaGetDevice", cuda().GetDevice(&previous_));
+    if (previous_ != device) check_cuda(fmt::format("cudaSetDevice({})", device).c_str(), cuda().SetDevice(device));
   }
   ~DeviceScope() {
     int current = previous_;
-    if (cudaGetDevice(&current) == cudaSuccess && current != previous_) (void)cudaSetDevice(previous_);
+    if (cuda().GetDevice(&current) == cudaSuccess && current != previous_) (void)cuda().SetDevice(previous_);
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
@@ -120,10 +122,13 @@ std::unique_ptr<NcclTransport> NcclTransport::create(const World& world, Transpo
                                                      std::function<std::uint64_t()> next_seq) {
   if (world.size > 1 && (host == nullptr || mesh == nullptr))
     throw RuntimeError(RINGRUN_ERR_INTERNAL, "nccl: more than one rank but no host transport for the unique id");
+  // Both libraries load (or the error names what is missing) before any rank waits on another.
+  const NcclApi& api = nccl();
+  (void)cuda();
   std::unique_ptr<NcclTransport> self(new NcclTransport(world, host, mesh, device, std::move(next_seq)));
   ncclUniqueId id{};
   if (world.rank == 0) {
-    ncclResult_t rc = ncclGetUniqueId(&id);
+    ncclResult_t rc = api.GetUniqueId(&id);
     if (rc != ncclSuccess) nccl_failed("ncclGetUniqueId", rc, nullptr);
   }
   if (world.size > 1) {
@@ -134,11 +139,11 @@ std::unique_ptr<NcclTransport> NcclTransport::create(const World& world, Transpo
   }
   DeviceScope scope(device);
   State& s = *self->state_;
-  check_cuda("cudaStreamCreate", cudaStreamCreate(&s.stream));
+  check_cuda("cudaStreamCreate", cuda().StreamCreate(&s.stream));
   // Non-blocking initialisation: the wait below watches the host connections for a dead peer.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclResult_t rc = ncclCommInitRankConfig(&s.comm, world.size, id, world.rank, &config);
+  ncclResult_t rc = api.CommInitRankConfig(&s.comm, world.size, id, world.rank, &config);
   if (rc != ncclSuccess && rc != ncclInProgress) {
     s.comm = nullptr;
     nccl_failed(fmt::format("ncclCommInitRank (rank {} of {}, device {})", world.rank, world.size, device).c_str(), rc,
@@ -156,20 +161,20 @@ void NcclTransport::wait_for(const char* what, bool stream) {
   auto next_check = start + kPeerCheckInterval;
   for (;;) {
     ncclResult_t async = ncclSuccess;
-    ncclResult_t rc = ncclCommGetAsyncError(s.comm, &async);
+    ncclResult_t rc = nccl().CommGetAsyncError(s.comm, &async);
     if (rc != ncclSuccess) {
       close(false);
       nccl_failed(fmt::format("{}: ncclCommGetAsyncError", what).c_str(), rc, nullptr);
     }
     if (async != ncclSuccess && async != ncclInProgress) {
-      std::string detail = ncclGetLastError(s.comm);
+      std::string detail = nccl().GetLastError(s.comm);
       close(false);
-      throw RuntimeError(nccl_code(async), fmt::format("{}: {}{}{}", what, ncclGetErrorString(async),
+      throw RuntimeError(nccl_code(async), fmt::format("{}: {}{}{}", what, nccl().GetErrorString(async),
                                                        detail.empty() ? "" : ": ", detail));
     }
     if (async == ncclSuccess) {
       if (!stream) return;
-      cudaError_t ready = cudaStreamQuery(s.stream);
+      cudaError_t ready = cuda().StreamQuery(s.stream);
       if (ready == cudaSuccess) return;
       if (ready != cudaErrorNotReady) {
         close(false);
@@ -224,11 +229,11 @@ void NcclTransport::allreduce(const OpHeader& header, const void* send, void* re
     // H200, ncclAllReduce called directly: runtime_nccl_test), and a copy is all NCCL does for a sum.
     if (send != recv)
       check_cuda("cudaMemcpyAsync",
-                 cudaMemcpyAsync(recv, send, header.bytes(), cudaMemcpyDeviceToDevice, s.stream));
+                 cuda().MemcpyAsync(recv, send, header.bytes(), cudaMemcpyDeviceToDevice, s.stream));
     wait_for("cudaMemcpyAsync", true);
     return;
   }
-  ncclResult_t rc = ncclAllReduce(send, recv, header.count, nccl_dtype(header.dtype), nccl_op(header.op), s.comm,
+  ncclResult_t rc = nccl().AllReduce(send, recv, header.count, nccl_dtype(header.dtype), nccl_op(header.op), s.comm,
                                   s.stream);
   if (rc != ncclSuccess && rc != ncclInProgress) nccl_failed("ncclAllReduce", rc, s.comm);
   wait_for("ncclAllReduce", true);
@@ -239,7 +244,7 @@ void NcclTransport::broadcast(const OpHeader& header, void* buf) {
   if (header.count == 0) return;
   State& s = live("ncclBroadcast");
   DeviceScope scope(device_);
-  ncclResult_t rc = ncclBroadcast(buf, buf, header.count, nccl_dtype(header.dtype), header.root, s.comm, s.stream);
+  ncclResult_t rc = nccl().Broadcast(buf, buf, header.count, nccl_dtype(header.dtype), header.root, s.comm, s.stream);
   if (rc != ncclSuccess && rc != ncclInProgress) nccl_failed("ncclBroadcast", rc, s.comm);
   wait_for("ncclBroadcast", true);
 }
@@ -258,12 +263,12 @@ void NcclTransport::allgather(const OpHeader& header, const void* send, void* re
   // takes it in place only at this rank's slot; anything else overlapping recv is staged first.
   void* staged = nullptr;
   if (source != slot && source < all_end && source + block > all_begin) {
-    check_cuda("cudaMallocAsync", cudaMallocAsync(&staged, block, s.stream));
-    check_cuda("cudaMemcpyAsync", cudaMemcpyAsync(staged, source, block, cudaMemcpyDeviceToDevice, s.stream));
+    check_cuda("cudaMallocAsync", cuda().MallocAsync(&staged, block, s.stream));
+    check_cuda("cudaMemcpyAsync", cuda().MemcpyAsync(staged, source, block, cudaMemcpyDeviceToDevice, s.stream));
     source = static_cast<const char*>(staged);
   }
-  ncclResult_t rc = ncclAllGather(source, recv, header.count, nccl_dtype(header.dtype), s.comm, s.stream);
-  if (staged) (void)cudaFreeAsync(staged, s.stream);
+  ncclResult_t rc = nccl().AllGather(source, recv, header.count, nccl_dtype(header.dtype), s.comm, s.stream);
+  if (staged) (void)cuda().FreeAsync(staged, s.stream);
   if (rc != ncclSuccess && rc != ncclInProgress) nccl_failed("ncclAllGather", rc, s.comm);
   wait_for("ncclAllGather", true);
 }
@@ -277,23 +282,26 @@ void NcclTransport::close(bool orderly) noexcept {
   State& s = *state_;
   if (s.comm) {
     bool destroyed = false;
-    ncclResult_t finalized = orderly ? ncclCommFinalize(s.comm) : ncclInternalError;
+    // Only a transport that was created (both libraries loaded) has a communicator or a stream.
+    const NcclApi& api = nccl();
+    ncclResult_t finalized = orderly ? api.CommFinalize(s.comm) : ncclInternalError;
     if (finalized == ncclSuccess || finalized == ncclInProgress) {
       // Bounded: a peer that died after the finalize barrier must not hang this rank.
       auto deadline = Clock::now() + kFinalizeBudget;
       ncclResult_t async = ncclInProgress;
-      while (Clock::now() < deadline && ncclCommGetAsyncError(s.comm, &async) == ncclSuccess && async == ncclInProgress)
+      while (Clock::now() < deadline && api.CommGetAsyncError(s.comm, &async) == ncclSuccess && async == ncclInProgress)
         std::this_thread::sleep_for(std::chrono::microseconds(100));
-      if (async == ncclSuccess) destroyed = ncclCommDestroy(s.comm) == ncclSuccess;
+      if (async == ncclSuccess) destroyed = api.CommDestroy(s.comm) == ncclSuccess;
     }
-    if (!destroyed) (void)ncclCommAbort(s.comm);
+    if (!destroyed) (void)api.CommAbort(s.comm);
     s.comm = nullptr;
   }
   if (s.stream) {
+    const CudaRuntimeApi& rt = cuda();
     int previous = 0;
-    bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
-    (void)cudaStreamDestroy(s.stream);
-    if (restore) (void)cudaSetDevice(previous);
+    bool restore = rt.GetDevice(&previous) == cudaSuccess && previous != device_ && rt.SetDevice(device_) == cudaSuccess;
+    (void)rt.StreamDestroy(s.stream);
+    if (restore) (void)rt.SetDevice(previous);
     s.stream = nullptr;
   }
 }
