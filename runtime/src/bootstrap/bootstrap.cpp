@@ -20,7 +20,7 @@
 #include "ringrun/store.hpp"
 
 #ifdef RINGRUN_HAVE_PMIX
-#include <pmix.h>
+#include "bootstrap/pmix_library.hpp"
 #endif
 
 namespace ringrun::core {
@@ -119,23 +119,39 @@ pmix_proc_t g_pmix_self;
 // At exit, from the process that connected: a child of fork() shares its socket but is no client.
 void disconnect_pmix_at_exit() {
   std::lock_guard lock(g_pmix_mutex);
-  if (g_pmix_connected && ::getpid() == g_pmix_owner) PMIx_Finalize(nullptr, 0);
+  if (g_pmix_connected && ::getpid() == g_pmix_owner) pmix_api().Finalize(nullptr, 0);
   g_pmix_connected = false;
 }
 
 const pmix_proc_t& pmix_client() {
   std::lock_guard lock(g_pmix_mutex);
   if (g_pmix_connected) return g_pmix_self;
-  pmix_status_t rc = PMIx_Init(&g_pmix_self, nullptr, 0);
+  const PmixApi& pmix = pmix_api();
+  pmix_status_t rc = pmix.Init(&g_pmix_self, nullptr, 0);
   if (rc != PMIX_SUCCESS)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
-                       fmt::format("PMIx_Init failed: {} (PMIX_NAMESPACE is set, but no PMIx server answered)",
-                                   PMIx_Error_string(rc)));
+                       fmt::format("PMIx_Init failed: {} (PMIX_NAMESPACE is set, but no PMIx server answered; {})",
+                                   pmix.Error_string(rc), pmix.path));
   static bool registered = false;
   if (!registered) registered = std::atexit(disconnect_pmix_at_exit) == 0;
   g_pmix_connected = true;
   g_pmix_owner = ::getpid();
   return g_pmix_self;
+}
+
+// A pmix_info_t of `key` holding a value of `type` (a number: nothing to free), as PMIx 2 to 5 lay it out.
+void set_info(pmix_info_t& info, const char* key, pmix_data_type_t type) {
+  std::memset(static_cast<void*>(&info), 0, sizeof info);
+  std::strncpy(info.key, key, PMIX_MAX_KEYLEN);
+  info.value.type = type;
+}
+
+// PMIX_VALUE_RELEASE without PMIx_Value_destruct (PMIx 4 and later only): PMIx_Get's value and
+// the string in it come from malloc.
+void release_value(pmix_value_t* value) {
+  if (!value) return;
+  if (value->type == PMIX_STRING) std::free(value->data.string);
+  std::free(value);
 }
 
 class PmixExchange final : public Exchange {
@@ -150,32 +166,35 @@ class PmixExchange final : public Exchange {
   std::string name() const override { return fmt::format("PMIx namespace {}", g_pmix_self.nspace); }
 
   std::vector<std::string> allgather(const std::string& mine) override {
+    const PmixApi& pmix = pmix_api();
     std::string key = fmt::format("ringrun.addr.{}.{}", generation_, round_++);
     pmix_value_t value;
     PMIX_VALUE_CONSTRUCT(&value);
     value.type = PMIX_STRING;
     value.data.string = const_cast<char*>(mine.c_str());
-    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &value);  // copies the value
-    if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+    pmix_status_t rc = pmix.Put(PMIX_GLOBAL, key.c_str(), &value);  // copies the value
+    if (rc == PMIX_SUCCESS) rc = pmix.Commit();
     if (rc != PMIX_SUCCESS)
-      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("PMIx_Put/Commit of {}: {}", key, PMIx_Error_string(rc)));
+      throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("PMIx_Put/Commit of {}: {}", key, pmix.Error_string(rc)));
 
     int seconds = static_cast<int>(std::max<long long>(1, timeout_.count() / 1000));
     pmix_proc_t everyone;
     PMIX_PROC_CONSTRUCT(&everyone);
     PMIX_LOAD_PROCID(&everyone, g_pmix_self.nspace, PMIX_RANK_WILDCARD);
+    // Filled by hand rather than by PMIX_INFO_LOAD, which calls PMIx_Info_load (PMIx 4 and later
+    // only): the host's PMIx may be older than the headers.
     pmix_info_t info[2];
     bool collect = true;
-    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
-    rc = PMIx_Fence(&everyone, 1, info, 2);
-    PMIX_INFO_DESTRUCT(&info[0]);
-    PMIX_INFO_DESTRUCT(&info[1]);
+    set_info(info[0], PMIX_COLLECT_DATA, PMIX_BOOL);
+    info[0].value.data.flag = collect;
+    set_info(info[1], PMIX_TIMEOUT, PMIX_INT);
+    info[1].value.data.integer = seconds;
+    rc = pmix.Fence(&everyone, 1, info, 2);
     if (rc != PMIX_SUCCESS)
       throw RuntimeError(rc == PMIX_ERR_TIMEOUT ? RINGRUN_ERR_TIMEOUT : RINGRUN_ERR_BOOTSTRAP,
                          fmt::format("rendezvous: PMIx_Fence over {} ranks failed after up to {} s: {} (PMIx does "
                                      "not say which ranks never arrived; check every rank reached ringrun_init)",
-                                     size_, seconds, PMIx_Error_string(rc)));
+                                     size_, seconds, pmix.Error_string(rc)));
     std::vector<std::string> all(size_);
     std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
@@ -188,15 +207,15 @@ class PmixExchange final : public Exchange {
       PMIX_LOAD_PROCID(&peer, g_pmix_self.nspace, static_cast<pmix_rank_t>(r));
       pmix_value_t* got = nullptr;
       pmix_info_t get_info;
-      PMIX_INFO_LOAD(&get_info, PMIX_TIMEOUT, &seconds, PMIX_INT);
-      rc = PMIx_Get(&peer, key.c_str(), &get_info, 1, &got);
-      PMIX_INFO_DESTRUCT(&get_info);
+      set_info(get_info, PMIX_TIMEOUT, PMIX_INT);
+      get_info.value.data.integer = seconds;
+      rc = pmix.Get(&peer, key.c_str(), &get_info, 1, &got);
       if (rc != PMIX_SUCCESS || got == nullptr || got->type != PMIX_STRING) {
         missing.push_back(r);
       } else {
         all[r] = got->data.string;
       }
-      if (got) PMIX_VALUE_RELEASE(got);
+      release_value(got);
     }
     if (!missing.empty())
       throw RuntimeError(RINGRUN_ERR_TIMEOUT, fmt::format("rendezvous: rank{} {} published no address through {}",

@@ -401,6 +401,13 @@ inline constexpr Variable kCudartLibrary{
     .unit = "",
     .default_value = "",
     .role = Role::runtime_input};
+inline constexpr Variable kPmixLibrary{
+    .name = "RINGRUN_PMIX_LIBRARY",
+    .meaning = "the host's libpmix.so.2, for ranks that meet through a PMIx launcher (first in the search; it "
+               "must load)",
+    .unit = "",
+    .default_value = "",
+    .role = Role::runtime_input};
 inline constexpr Variable kNcclHome{
     .name = "NCCL_HOME", .meaning = "an NCCL installation: its lib/ is searched after the Python environment",
     .unit = "", .default_value = "", .role = Role::runtime_input};
@@ -450,7 +457,8 @@ inline constexpr std::array kAll = {
     &kHorovodRank, &kHorovodSize, &kHorovodLocalRank, &kHorovodLocalSize, &kHorovodCrossRank, &kHorovodCrossSize,
     &kHorovodHostname,
     &kDisableShm, &kShmSlotBytes, &kTcpStreams, &kPeerTimeout, &kEngineAtInit, &kRunSecret, &kFp16Compression,
-    &kInlineBytes, &kUnfusedMinBytes, &kNcclLibrary, &kCudartLibrary, &kNcclHome, &kCudaHome,
+    &kInlineBytes, &kUnfusedMinBytes, &kNcclLibrary, &kCudartLibrary, &kPmixLibrary,
+    &kNcclHome, &kCudaHome,
     &kHorovodFusionThreshold, &kHorovodCycleTime, &kHorovodTimeline, &kHorovodTimelineMarkCycles,
     &kHorovodStallCheckTimeSeconds, &kHorovodStallShutdownTimeSeconds, &kHorovodCacheCapacity,
 };
