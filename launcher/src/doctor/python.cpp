@@ -125,8 +125,8 @@ PythonBindingFacts probe_python_binding(const Environment& env) {
   }
   // pip installed ringrun into a virtualenv: the ranks run its python (their PATH starts there).
   std::error_code ec;
-  if (const auto venv = find_virtualenv(bin_dir); venv && fs::exists(bin_dir / "python3", ec))
-    facts.interpreter = (bin_dir / "python3").string();
+  if (const auto venv = find_virtualenv(bin_dir); venv && fs::exists(fs::path(*venv) / "bin" / "python3", ec))
+    facts.interpreter = (fs::path(*venv) / "bin" / "python3").string();
   else
     facts.interpreter = find_in_path(env, "python3").value_or(kPython);
   if (!fs::exists(facts.interpreter, ec)) {

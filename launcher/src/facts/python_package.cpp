@@ -16,11 +16,20 @@ std::optional<std::string> find_python_package_dir(const fs::path& bin_dir) {
   return std::nullopt;
 }
 
+fs::path installed_root(const fs::path& bin_dir) {
+  const fs::path dir = bin_dir.lexically_normal();
+  const fs::path package = dir.parent_path();
+  const std::string site = package.parent_path().filename().string();
+  if (dir.filename() == "bin" && package.filename() == "ringrun" && (site == "site-packages" || site == "dist-packages"))
+    return package.parent_path().parent_path().parent_path().parent_path();  // <root>/lib/pythonX.Y/site-packages
+  return dir.parent_path();
+}
+
 std::optional<std::string> find_virtualenv(const fs::path& bin_dir) {
-  if (bin_dir.empty()) return std::nullopt;
+  if (bin_dir.empty() || bin_dir.lexically_normal().filename() != "bin") return std::nullopt;
   std::error_code ec;
-  const fs::path root = (bin_dir / "..").lexically_normal();
-  if (fs::is_regular_file(root / "pyvenv.cfg", ec) && bin_dir.filename() == "bin") return root.string();
+  const fs::path root = installed_root(bin_dir);
+  if (fs::is_regular_file(root / "pyvenv.cfg", ec) && fs::is_directory(root / "bin", ec)) return root.string();
   return std::nullopt;
 }
 

@@ -14,8 +14,13 @@ namespace ringrun {
 // neither (a build without the binding). Normalized, without a trailing slash.
 std::optional<std::string> find_python_package_dir(const std::filesystem::path& bin_dir);
 
-// The Python virtualenv whose bin/ is bin_dir (pip installed ringrun into it: its root holds
-// pyvenv.cfg); nullopt otherwise. Normalized, without a trailing slash.
+// The root of the environment whose programs are in bin_dir: <root> for <root>/bin, and for pip's
+// layout, where the programs are inside the package (<root>/lib/pythonX.Y/site-packages/ringrun/bin,
+// cmake/layout.cmake), the root above site-packages.
+std::filesystem::path installed_root(const std::filesystem::path& bin_dir);
+
+// The Python virtualenv ringrun's programs in bin_dir were installed into (pip: its root, by
+// installed_root, holds pyvenv.cfg); nullopt otherwise. Normalized, without a trailing slash.
 std::optional<std::string> find_virtualenv(const std::filesystem::path& bin_dir);
 
 // This executable (/proc/self/exe, symlinks resolved): what ranks and probe steps run as the task

@@ -133,11 +133,12 @@ def _payload(func, args, kwargs):
 
 
 def _ringrun_executable():
-    """The ringrun command of this package's install: bin/ beside the build tree's python/ folder,
-    or the environment's (venv, --user, prefix) bin/ four folders above site-packages/ringrun."""
+    """The ringrun command of this package's install: the package's own bin/ (pip), bin/ beside the
+    build tree's python/ folder, or the environment's (venv, --user, prefix) bin/ four folders above
+    site-packages/ringrun."""
     package = Path(__file__).resolve().parents[1]
-    candidates = [package.parents[1] / "bin" / "ringrun", package.parents[3] / "bin" / "ringrun",
-                  Path(sysconfig.get_path("scripts")) / "ringrun"]
+    candidates = [package / "bin" / "ringrun", package.parents[1] / "bin" / "ringrun",
+                  package.parents[3] / "bin" / "ringrun", Path(sysconfig.get_path("scripts")) / "ringrun"]
     for candidate in candidates:
         if os.access(candidate, os.X_OK) and candidate.is_file():
             return str(candidate)
