@@ -49,6 +49,13 @@ if report("package", lambda: __import__("ringrun._ringrun").__path__[0].rsplit("
         report("binding", lambda: __import__("ringrun.torch") and "ok")
 if report("tensorflow", lambda: __import__("tensorflow").__version__):
     def tensorflow_binding():
+        # An op library still to be compiled on first import is reported, not compiled here.
+        try:
+            from ringrun import tensorflow_build
+            if "on first import" in tensorflow_build.status():
+                return tensorflow_build.status()
+        except ImportError:
+            pass
         import ringrun.tensorflow as rt
         return rt._build_status() if hasattr(rt, "_build_status") else "ok"
     report("tf_binding", tensorflow_binding)
@@ -208,8 +215,13 @@ std::pair<bool, std::string> tensorflow_binding_line(const PythonBindingFacts& f
   if (facts.tensorflow_status != "ok" && facts.tensorflow_status.rfind("ringrun.tensorflow", 0) != 0)
     return {false, fmt::format("TensorFlow binding: TensorFlow {} imports, ringrun.tensorflow does not: {}",
                                *facts.tensorflow_version, facts.tensorflow_status)};
-  return {true, fmt::format("TensorFlow binding: ringrun.tensorflow (TensorFlow {}, {})", *facts.tensorflow_version,
-                            facts.interpreter)};
+  // "ringrun.tensorflow: built for TensorFlow X" says nothing more; where the op library was or
+  // will be compiled does.
+  std::string how;
+  if (facts.tensorflow_status.rfind("ringrun.tensorflow: compiled", 0) == 0)
+    how = "; " + facts.tensorflow_status.substr(std::string("ringrun.tensorflow: ").size());
+  return {true, fmt::format("TensorFlow binding: ringrun.tensorflow (TensorFlow {}, {}){}", *facts.tensorflow_version,
+                            facts.interpreter, how)};
 }
 
 Check check_python_binding(const PythonBindingFacts& facts) {

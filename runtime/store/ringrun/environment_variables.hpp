@@ -408,6 +408,13 @@ inline constexpr Variable kPmixLibrary{
     .unit = "",
     .default_value = "",
     .role = Role::runtime_input};
+inline constexpr Variable kCacheDir{
+    .name = "RINGRUN_CACHE_DIR",
+    .meaning = "where ringrun.tensorflow keeps the op libraries it compiles on first import for a TensorFlow it "
+               "was not built for",
+    .unit = "",
+    .default_value = "$XDG_CACHE_HOME/ringrun, else ~/.cache/ringrun",
+    .role = Role::runtime_input};
 inline constexpr Variable kNcclHome{
     .name = "NCCL_HOME", .meaning = "an NCCL installation: its lib/ is searched after the Python environment",
     .unit = "", .default_value = "", .role = Role::runtime_input};
@@ -457,7 +464,7 @@ inline constexpr std::array kAll = {
     &kHorovodRank, &kHorovodSize, &kHorovodLocalRank, &kHorovodLocalSize, &kHorovodCrossRank, &kHorovodCrossSize,
     &kHorovodHostname,
     &kDisableShm, &kShmSlotBytes, &kTcpStreams, &kPeerTimeout, &kEngineAtInit, &kRunSecret, &kFp16Compression,
-    &kInlineBytes, &kUnfusedMinBytes, &kNcclLibrary, &kCudartLibrary, &kPmixLibrary,
+    &kInlineBytes, &kUnfusedMinBytes, &kNcclLibrary, &kCudartLibrary, &kPmixLibrary, &kCacheDir,
     &kNcclHome, &kCudaHome,
     &kHorovodFusionThreshold, &kHorovodCycleTime, &kHorovodTimeline, &kHorovodTimelineMarkCycles,
     &kHorovodStallCheckTimeSeconds, &kHorovodStallShutdownTimeSeconds, &kHorovodCacheCapacity,
