@@ -37,7 +37,10 @@ def run_python(code, env):
 
 def pypi_nccl():
     """This Python's nvidia-nccl-cu13 library, or None where it is not installed."""
-    spec = importlib.util.find_spec("nvidia.nccl")
+    try:
+        spec = importlib.util.find_spec("nvidia.nccl")
+    except ModuleNotFoundError:  # no nvidia package at all
+        spec = None
     for folder in (spec.submodule_search_locations if spec else []):
         path = os.path.join(folder, "lib", "libnccl.so.2")
         if os.path.exists(path):
@@ -66,6 +69,23 @@ def check_without_nccl():
     print("without NCCL:", message)
 
 
+def check_cpu_loads_nothing(library):
+    """CPU training next to an NCCL it could find loads nothing from CUDA: no NCCL, no CUDA runtime."""
+    env = dict(BASE_ENV, RINGRUN_NCCL_LIBRARY=library or "")
+    code = ("import torch, ringrun.torch as hvd\n"
+            "hvd.init()\n"
+            "model = torch.nn.Linear(4, 2)\n"
+            "opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),\n"
+            "                               named_parameters=model.named_parameters())\n"
+            "model(torch.ones(8, 4)).sum().backward(); opt.step()\n"
+            "maps = open('/proc/self/maps').read()\n"
+            "print('LOADED', [n for n in ('libnccl', 'libcudart', 'libcuda.so') if n in maps])\n")
+    result = run_python(code, env)
+    assert result.returncode == 0, result.stderr
+    assert "LOADED []" in result.stdout, result.stdout
+    print("CPU training: nothing of CUDA loaded")
+
+
 def check_named_library(library):
     env = dict(BASE_ENV, RINGRUN_NCCL_LIBRARY=library)
     result = run_python("import ringrun.torch as hvd; print(hvd.nccl_built())", env)
@@ -92,6 +112,7 @@ def check_named_library(library):
 def main():
     check_without_nccl()
     library = pypi_nccl()
+    check_cpu_loads_nothing(library)
     if library is None:
         print("this Python has no nvidia-nccl-cu13: the found-library half is checked where it has")
     else:
