@@ -239,10 +239,10 @@ std::string describe(Library library, const Found& found) {
 std::string folder_of_object_at(const void* address) {
   Dl_info info{};
   if (::dladdr(address, &info) == 0 || !info.dli_fname || !*info.dli_fname) return {};
+  // The name it was loaded by (absolute for a library found through a RUNPATH); no link resolved.
   std::error_code ec;
-  fs::path file = fs::weakly_canonical(fs::path(info.dli_fname), ec);
-  if (ec) file = fs::path(info.dli_fname);
-  return file.parent_path().string();
+  fs::path file = fs::absolute(fs::path(info.dli_fname), ec);
+  return (ec ? fs::path(info.dli_fname) : file).lexically_normal().parent_path().string();
 }
 
 Devices cuda_devices() {

@@ -1,4 +1,5 @@
 #include "facts/cache.hpp"
+#include "facts/python_package.hpp"
 
 #include <ringrun/topology.hpp>
 
@@ -173,8 +174,7 @@ std::optional<int> cached_nccl_version(const Environment& env) {
   // Keyed by every file the search would try (ringrun/gpu_libraries.hpp) and the loader's cache:
   // a library installed, removed or replaced in any of them is asked again.
   const gpu::VariableReader variable = environment_reader(env);
-  const gpu::SearchContext context{gpu::folder_of_object_at(reinterpret_cast<const void*>(&cached_nccl_version)),
-                                   variable};
+  const gpu::SearchContext context{executable_dir().string(), variable};
   std::string key = "ringrun nccl-version v2";
   for (const auto& file : gpu::candidate_files(gpu::Library::nccl, context))
     key += fmt::format("\nfile {}", file_identity(file).value_or("missing " + file));
