@@ -11,24 +11,16 @@
 
 #include <fmt/format.h>
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 
 namespace ringrun {
 
 std::unique_ptr<Backend> make_local_backend();
 
 namespace {
-
-// A random word from the kernel. Not std::random_device: statically linked, libstdc++'s reads
-// arc4random, which glibc has only since 2.36, and ringrun's wheel runs on glibc 2.34 (README).
-unsigned random_word() {
-  unsigned word = 0;
-  if (::getrandom(&word, sizeof word, 0) != static_cast<ssize_t>(sizeof word)) word = static_cast<unsigned>(::getpid());
-  return word;
-}
 
 // How many of the plan's ranks each of its hosts runs, in host order.
 std::vector<int> ranks_per_host(const Plan& plan) {
@@ -293,7 +285,7 @@ class MpirunBackend final : public ClusterBackend {
       if (base == env.end()) base = env.find("TMPDIR");
       const std::string tmp = base != env.end() && !base->second.empty() ? base->second : "/tmp";
       // The pid and a random word: pid namespaces (containers) may share a /tmp.
-      static const unsigned job_word = random_word();
+      static const unsigned job_word = std::random_device{}();
       extra["OMPI_MCA_orte_top_session_dir"] =
           fmt::format("{}/ompi.ringrun.{}.{}.{:08x}.{}", tmp, ::geteuid(), ::getpid(), job_word, members_started_++);
     }
