@@ -148,6 +148,14 @@ VariableReader process_environment() {
   };
 }
 
+VariableReader variables_of(const std::map<std::string, std::string>& env) {
+  return [&env](std::string_view name) -> std::optional<std::string> {
+    auto it = env.find(std::string(name));
+    if (it == env.end() || it->second.empty()) return std::nullopt;
+    return it->second;
+  };
+}
+
 std::vector<std::string> python_site_folders(const SearchContext& context) {
   std::vector<std::string> out;
   if (!context.anchor.empty()) {

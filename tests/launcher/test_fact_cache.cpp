@@ -1,6 +1,7 @@
 // Start-up (README, Using it): facts that cost a launch milliseconds are remembered under a key
 // naming what they depend on, and re-learned when a cached answer no longer holds.
 #include "facts/cache.hpp"
+#include "facts/python_package.hpp"
 
 #include <ringrun/topology.hpp>
 
@@ -80,7 +81,8 @@ TEST_CASE("a cached file is one of ours: another user's or a group-writable one 
 
 TEST_CASE("the cached NCCL version is the one a dlopen finds, and names the library file it came from") {
   const Environment env;  // no LD_LIBRARY_PATH: the loader's cache and the CUDA directory
-  const topology::NcclLibrary direct = topology::find_nccl_library([](std::string_view) { return std::nullopt; });
+  const topology::NcclLibrary direct =
+      topology::find_nccl_library({executable_dir().string(), gpu::variables_of(env)});
   const std::optional<int> first = cached_nccl_version(env);
   const std::optional<int> second = cached_nccl_version(env);  // from the file this time
   CHECK(first == direct.version);

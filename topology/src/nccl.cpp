@@ -6,9 +6,8 @@
 
 namespace ringrun::topology {
 
-NcclLibrary find_nccl_library(const gpu::VariableReader& variable) {
+NcclLibrary find_nccl_library(const gpu::SearchContext& context) {
   // Lazy: only ncclGetVersion is called; binding all of libnccl's symbols costs a launch ~0.5 ms.
-  gpu::SearchContext context{gpu::folder_of_object_at(reinterpret_cast<const void*>(&find_nccl_library)), variable};
   gpu::Lookup lookup = gpu::find(gpu::Library::nccl, context, /*lazy=*/true);
   if (!lookup.found) return {};
   NcclLibrary found{lookup.found->version, lookup.found->path};

@@ -31,13 +31,6 @@ std::string format_bytes(std::uint64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-std::string nccl_version_string(int code) {
-  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
-  return fmt::format("{}.{}.{}", code / 1000, (code % 1000) / 100, code % 100);
-}
-
-std::string cuda_version_string(int code) { return fmt::format("{}.{}", code / 1000, (code % 1000) / 10); }
-
 // ---- SLURM ------------------------------------------------------------------------------------
 
 Check check_duplicate_hostnames(const std::vector<std::string>& hosts, std::string_view what) {
@@ -195,7 +188,8 @@ Check check_nccl(const HostFacts& facts) {
   if (facts.nccl.version) return pass("nccl", fmt::format("{} ({})", *facts.nccl.version, facts.nccl.path));
   if (facts.gpus_seen.value_or(0) == 0) return pass("nccl", "libnccl.so.2 not found (no GPUs here: not needed)");
   return warn("nccl", "libnccl.so.2 not loadable: " + facts.nccl.error,
-              "install NCCL or add its lib directory to LD_LIBRARY_PATH (e.g. /usr/local/cuda/lib64)");
+              "pip install nvidia-nccl-cu13 into the job's environment (nvidia-nccl-cu12 beside a CUDA 12 torch), "
+              "or set RINGRUN_NCCL_LIBRARY to a libnccl.so.2");
 }
 
 Check check_cuda_driver(const HostFacts& facts) {

@@ -218,9 +218,6 @@ std::pair<bool, std::string> tensorflow_binding_line(const PythonBindingFacts& f
 bool ompi_has_slurm_support(std::string_view ompi_info_output);
 // "1.5 GiB", "64 MiB"
 std::string format_bytes(std::uint64_t bytes);
-// ncclGetVersion's code -> "2.21.5" (2.9+: MMmmpp, older: Mmpp); cuDriverGetVersion's -> "12.4".
-std::string nccl_version_string(int code);
-std::string cuda_version_string(int code);
 
 }  // namespace diagnostics
 }  // namespace ringrun

@@ -101,8 +101,7 @@ LibraryProbe probe_library(const char* soname, const std::vector<std::string>& f
 // NCCL or the CUDA runtime as a rank would find it (the search of ringrun/gpu_libraries.hpp, from
 // this program's folder, reading `env`); unloaded again after its version is read.
 LibraryProbe probe_gpu_library(gpu::Library library, const Environment& env) {
-  gpu::SearchContext context{executable_path().parent_path().string(),
-                             [&env](std::string_view name) { return env_value(env, std::string(name)); }};
+  gpu::SearchContext context{executable_path().parent_path().string(), gpu::variables_of(env)};
   gpu::Lookup lookup = gpu::find(library, context, /*lazy=*/true);
   LibraryProbe probe;
   if (!lookup.found) {
@@ -119,7 +118,9 @@ LibraryProbe probe_gpu_library(gpu::Library library, const Environment& env) {
 LibraryProbe probe_nccl(const Environment& env) { return probe_gpu_library(gpu::Library::nccl, env); }
 
 LibraryProbe probe_cuda_driver() {
-  return probe_library("libcuda.so.1", {}, "cuDriverGetVersion", &cuda_version_string,
+  // The driver's version code reads as the CUDA runtime's (12040 -> "12.4").
+  auto cuda_version = [](int code) { return gpu::version_text(gpu::Library::cuda_runtime, code); };
+  return probe_library("libcuda.so.1", {}, "cuDriverGetVersion", cuda_version,
                        "LD_LIBRARY_PATH or the loader's default paths");
 }
 

@@ -161,27 +161,17 @@ std::vector<std::string> cached_fact_lines(const std::string& key, const std::st
   return lines;
 }
 
-// The job's environment as the NCCL search reads it.
-static gpu::VariableReader environment_reader(const Environment& env) {
-  return [&env](std::string_view name) -> std::optional<std::string> {
-    auto it = env.find(std::string(name));
-    if (it == env.end() || it->second.empty()) return std::nullopt;
-    return it->second;
-  };
-}
-
 std::optional<int> cached_nccl_version(const Environment& env) {
   // Keyed by every file the search would try (ringrun/gpu_libraries.hpp) and the loader's cache:
   // a library installed, removed or replaced in any of them is asked again.
-  const gpu::VariableReader variable = environment_reader(env);
-  const gpu::SearchContext context{executable_dir().string(), variable};
+  const gpu::SearchContext context{executable_dir().string(), gpu::variables_of(env)};
   std::string key = "ringrun nccl-version v2";
   for (const auto& file : gpu::candidate_files(gpu::Library::nccl, context))
     key += fmt::format("\nfile {}", file_identity(file).value_or("missing " + file));
   key += fmt::format("\nfile {}", file_identity("/etc/ld.so.cache").value_or("missing /etc/ld.so.cache"));
   std::optional<int> asked;
-  const auto lines = cached_fact_lines(key, "nccl-version", nccl_answer_current, [&asked, &variable] {
-    const topology::NcclLibrary found = topology::find_nccl_library(variable);
+  const auto lines = cached_fact_lines(key, "nccl-version", nccl_answer_current, [&asked, &context] {
+    const topology::NcclLibrary found = topology::find_nccl_library(context);
     asked = found.version;
     if (!found.version) return std::vector<std::string>{"none"};
     auto identity = file_identity(found.path);

@@ -115,10 +115,7 @@ std::vector<std::string> nccl_contradictions(const LaunchOptions& opt, const std
   return warnings;
 }
 
-std::string format_nccl_version(int code) {
-  if (code < 10000) return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
-  return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
-}
+std::string format_nccl_version(int code) { return gpu::version_text(gpu::Library::nccl, code); }
 
 void validate_nccl_algo(const std::string& list, std::optional<int> nccl_version) {
   const std::vector<std::string> accepted = nccl_algorithms(nccl_version);

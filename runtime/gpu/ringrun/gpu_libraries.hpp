@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,8 @@ enum class Library { nccl, cuda_runtime };
 // Reads one environment variable (nullopt when unset or empty). Tests pass their own.
 using VariableReader = std::function<std::optional<std::string>(std::string_view name)>;
 VariableReader process_environment();
+// Reads a job's environment as the launcher holds it; `env` must outlive the reader.
+VariableReader variables_of(const std::map<std::string, std::string>& env);
 
 struct SearchContext {
   // The folder of the ringrun file that asks (the launcher's bin/, the runtime library's lib/):

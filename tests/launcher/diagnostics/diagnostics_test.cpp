@@ -363,10 +363,7 @@ TEST_CASE("check-build: checkbox layout, every unchecked box with its reason on 
   CHECK_FALSE(ompi_has_slurm_support("                 MCA ras: simulator (MCA v2.1.0)\n"));
 }
 
-TEST_CASE("version and size formatting") {
-  CHECK(nccl_version_string(22105) == "2.21.5");
-  CHECK(nccl_version_string(2408) == "2.4.8");
-  CHECK(cuda_version_string(12040) == "12.4");
+TEST_CASE("size formatting") {
   CHECK(format_bytes(64ull << 20) == "64 MiB");
   CHECK(format_bytes(3ull << 29) == "1.5 GiB");
 }

@@ -135,15 +135,15 @@ std::optional<int> roce_gid_index(const std::string& sysfs_root, const std::stri
 // keyed "mlx5_0:1" as in NCCL_IB_HCA; ports without such a GID are absent.
 std::map<std::string, int> roce_gid_indexes(const std::string& sysfs_root, const Topology& topo);
 
-// The NCCL a rank on this host would load (the search of ringrun/gpu_libraries.hpp, from this
-// program's folder, `variable` reading the job's environment), then ncclGetVersion: its version
+// The NCCL a rank on this host would load (the search of ringrun/gpu_libraries.hpp in `context`:
+// the launcher's folder and the job's environment), then ncclGetVersion: its version
 // code (2.21.5 -> 22105) and the file the loader opened; no version when none loads. A dlopen of
 // libnccl costs a launch 2-4 ms: the launcher caches this (launcher/src/facts/cache.hpp).
 struct NcclLibrary {
   std::optional<int> version;
   std::string path;
 };
-NcclLibrary find_nccl_library(const gpu::VariableReader& variable);
+NcclLibrary find_nccl_library(const gpu::SearchContext& context);
 
 // `ringrun topo`: one row per GPU (index, bus id, NUMA, cores, closest NIC and its distance class),
 // then, when slots are given, one row per local rank (GPU, cpus, NIC, NCCL variables).
