@@ -19,6 +19,8 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -150,9 +152,10 @@ def _compile_into(tf, sources, runtime, target, version):
     # The same options as runtime/python/tensorflow/CMakeLists.txt's build of it.
     common = [compiler, '-std=c++17', '-O2', '-fPIC', '-fvisibility=hidden', '-I', SOURCES_DIR] + flags
     workdir = tempfile.mkdtemp(prefix='build-', dir=os.path.dirname(target))
+    jobs = []
     try:
-        objects, jobs = [], []
-        for source in sources:
+        objects = []
+        for source in sources:  # the files compile side by side, then link
             obj = os.path.join(workdir, os.path.basename(source) + '.o')
             objects.append(obj)
             jobs.append(_start(common + ['-c', source, '-o', obj], compiler, version))
@@ -161,15 +164,26 @@ def _compile_into(tf, sources, runtime, target, version):
         partial = os.path.join(workdir, '_ringrun_tensorflow.so')
         link = ([compiler, '-shared', '-o', partial] + objects + tf.sysconfig.get_link_flags() +
                 [runtime, f'-Wl,-rpath,{os.path.dirname(runtime)}'])
-        _finish(_start(link, compiler, version), version)
+        jobs.append(_start(link, compiler, version))
+        _finish(jobs[-1], version)
         os.replace(partial, target)  # whole, or not at all
     finally:
-        subprocess.run(['rm', '-rf', workdir], check=False)
+        # A failed or interrupted build leaves no compiler running and no partial file: each job is
+        # a process group (the compiler driver and the cc1plus it starts).
+        for _, process in jobs:
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _start(argv, compiler, version):
     try:
-        return argv, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return argv, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      start_new_session=True)
     except OSError as e:
         raise ImportError(_unavailable(version, f'no C++ compiler to build it with ({compiler}: {e.strerror}); '
                                                 'install g++ (or set CXX)')) from None
@@ -179,10 +193,9 @@ def _finish(job, version):
     argv, process = job
     try:
         output, _ = process.communicate(timeout=_BUILD_SECONDS)
-    except BaseException:
-        process.kill()
-        process.wait()
-        raise
+    except subprocess.TimeoutExpired:
+        raise ImportError(_unavailable(version, f'compiling it took more than {_BUILD_SECONDS} s '
+                                                f'({" ".join(argv[:2])} ...)')) from None
     if process.returncode != 0:
         errors = [line for line in output.splitlines() if 'error' in line] or output.strip().splitlines() or ['?']
         raise ImportError(_unavailable(version, f'compiling it failed: {errors[0].strip()} ({" ".join(argv[:2])} ...)'))

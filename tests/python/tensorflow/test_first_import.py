@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
@@ -68,6 +69,21 @@ def main():
         status = subprocess.run([sys.executable, "-c", "from ringrun import tensorflow_build as b; print(b.status())"],
                                 env=env, capture_output=True, text=True, timeout=60)
         assert "compiled for TensorFlow" in status.stdout and compiled[0] in status.stdout, status.stdout
+        # A compile that fails stops the others at once: one line with the compiler's error, and no
+        # compiler process left running (the planted compiler fails on the first file, sleeps on the rest).
+        planted = os.path.join(root, "planted-c++")
+        with open(planted, "w") as f:
+            f.write('#!/bin/sh\ncase "$*" in *engine_ops.cpp*) echo "error: planted failure" >&2; exit 1;; esac\n'
+                    'exec sleep 77.5\n')
+        os.chmod(planted, 0o755)
+        broken = dict(env, CXX=planted, RINGRUN_CACHE_DIR=os.path.join(root, "cache3"))
+        started = time.monotonic()
+        failed = subprocess.run([sys.executable, "-c", PROGRAM], env=broken, capture_output=True, text=True, timeout=60)
+        last = failed.stderr.strip().splitlines()[-1]
+        assert failed.returncode != 0 and "compiling it failed: error: planted failure" in last, last
+        assert time.monotonic() - started < 40, time.monotonic() - started
+        left = subprocess.run(["pgrep", "-f", "sleep 77.5"], capture_output=True, text=True)
+        assert left.stdout.strip() == "", "compilers left running: " + left.stdout
         # Without a compiler: one line naming what is missing and the fix (in a fresh cache).
         bare = dict(env, CXX="/nonexistent/c++", RINGRUN_CACHE_DIR=os.path.join(root, "cache2"))
         failed = subprocess.run([sys.executable, "-c", PROGRAM], env=bare, capture_output=True, text=True, timeout=120)
