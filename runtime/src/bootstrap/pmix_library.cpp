@@ -58,8 +58,11 @@ Loaded load() {
   files.push_back(std::string(RINGRUN_PMIX_BUILD_LIBDIR) + "/" + kSoname);
 #endif
   files.push_back(kSoname);  // the system's library path
-  files.push_back(std::string("/usr/lib/x86_64-linux-gnu/pmix2/lib/") + kSoname);
+#if defined(__x86_64__)
+  files.push_back(std::string("/usr/lib/x86_64-linux-gnu/pmix2/lib/") + kSoname);  // Debian's and Ubuntu's
+#elif defined(__aarch64__)
   files.push_back(std::string("/usr/lib/aarch64-linux-gnu/pmix2/lib/") + kSoname);
+#endif
   for (std::size_t i = 0; !handle && i < files.size(); ++i) handle = open_pmix(files[i], failures);
   if (!handle) {
     loaded.error = fmt::format(

@@ -44,7 +44,7 @@ Loaded<Api> load(gpu::Library library, Resolve resolve) {
   loaded.api.description = gpu::describe(library, *lookup.found);
   if (!missing.empty())
     loaded.error = fmt::format("{} has no {} (it is older than ringrun needs); {}", loaded.api.description, missing,
-                               library == gpu::Library::nccl ? "install NCCL 2.19 or newer (pip install nvidia-nccl-cu13)"
+                               library == gpu::Library::nccl ? "install NCCL 2.14 or newer (pip install nvidia-nccl-cu13)"
                                                              : "install CUDA 12 or newer (pip install nvidia-cuda-runtime)");
   return loaded;
 }

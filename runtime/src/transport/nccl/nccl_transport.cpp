@@ -122,9 +122,7 @@ std::unique_ptr<NcclTransport> NcclTransport::create(const World& world, Transpo
                                                      std::function<std::uint64_t()> next_seq) {
   if (world.size > 1 && (host == nullptr || mesh == nullptr))
     throw RuntimeError(RINGRUN_ERR_INTERNAL, "nccl: more than one rank but no host transport for the unique id");
-  // Both libraries load (or the error names what is missing) before any rank waits on another.
-  const NcclApi& api = nccl();
-  (void)cuda();
+  const NcclApi& api = nccl();  // the communicator has loaded both libraries (device_transport)
   std::unique_ptr<NcclTransport> self(new NcclTransport(world, host, mesh, device, std::move(next_seq)));
   ncclUniqueId id{};
   if (world.rank == 0) {
