@@ -67,7 +67,7 @@ int ringrun_cross_size(void);
 const char *ringrun_transport_name(void);
 
 /* The NCCL this process uses for device buffers, loaded now if it is not yet (the search of
- * ringrun(3), GPU LIBRARIES: RINGRUN_NCCL_LIBRARY, a copy already loaded, the Python environment's
+ * ringrun(1), RINGRUN_NCCL_LIBRARY: that variable, a copy already loaded, the Python environment's
  * nvidia/nccl/lib, NCCL_HOME, LD_LIBRARY_PATH, /usr/local/cuda): its version code (2.32.3 ->
  * 23203), or a negative code with ringrun_last_error() naming what is missing and how to get it.
  * Needs no ringrun_init(). */

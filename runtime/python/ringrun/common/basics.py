@@ -122,14 +122,22 @@ def is_homogeneous():
     return size() == local_size() * cross_size()
 
 
+_nccl_status = None
+
+
 def nccl_status():
     """``(version, reason)``: the version code of the NCCL that CUDA tensors are reduced with and an
     empty reason, or ``(0, reason)`` naming what is missing and how to get it. NCCL is loaded the
-    first time this is asked (``man ringrun``, GPU LIBRARIES: ``RINGRUN_NCCL_LIBRARY``, a copy torch
+    first time this is asked (``man ringrun``, RINGRUN_NCCL_LIBRARY: that variable, a copy torch
     already loaded, the environment's ``nvidia/nccl/lib``, ``NCCL_HOME``, ``LD_LIBRARY_PATH``,
-    ``/usr/local/cuda``); a CPU-only program that never asks loads nothing from CUDA."""
-    code, reason = _ringrun.nccl_status()
-    return int(code), str(reason)
+    ``/usr/local/cuda``); a CPU-only program that never asks loads nothing from CUDA. The answer
+    holds for the process (the runtime loads once), so it is asked once: every CUDA tensor's
+    check reads it."""
+    global _nccl_status
+    if _nccl_status is None:
+        code, reason = _ringrun.nccl_status()
+        _nccl_status = (int(code), str(reason))
+    return _nccl_status
 
 
 def nccl_built():
