@@ -39,6 +39,7 @@ std::string world_key(int epoch) { return fmt::format("{}{}/world", kPrefix, epo
 std::string latest_key() { return fmt::format("{}latest", kPrefix); }
 std::string reset_key(int epoch) { return fmt::format("{}{}/reset", kPrefix, epoch); }
 std::string leave_key(std::uint64_t id) { return fmt::format("{}leave/{}", kPrefix, id); }
+std::string failed_key(std::uint64_t id) { return fmt::format("{}failed/{}", kPrefix, id); }
 std::string addr_prefix(int epoch) { return fmt::format("{}{}/addr", kPrefix, epoch); }
 
 std::string encode_world(const PublishedWorld& world) {

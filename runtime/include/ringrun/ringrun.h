@@ -189,7 +189,7 @@ int ringrun_process_set_included(int process_set); /* 1 or 0 */
  * the world the launcher publishes, not from RINGRUN_RANK/SIZE. When a peer dies, collectives
  * return RINGRUN_ERR_RESET; the process then calls ringrun_reset() and carries on in the next world
  * with the same pid, possibly under another rank and size. Outside elastic mode ringrun_reset,
- * ringrun_elastic_status and ringrun_elastic_leave return RINGRUN_ERR_INVALID_ARGUMENT. */
+ * ringrun_elastic_status, ringrun_elastic_leave and ringrun_elastic_fail return RINGRUN_ERR_INVALID_ARGUMENT. */
 
 /* Posts a reset request, leaves the current world without a barrier (pending async ops fail; the
  * peers see this process go) and joins the next published world (or the newest, if several were
@@ -210,6 +210,11 @@ int ringrun_elastic_status(int *latest_epoch, int *added);
 /* Tells the launcher that this process leaves the job at its next reset (ringrun_reset() then
  * returns RINGRUN_ERR_REMOVED) instead of failing; call it before the members agree to reset. */
 int ringrun_elastic_leave(void);
+/* Tells the launcher that this process is about to fail (say, an error it will not recover from
+ * ends its training): when the peers ask for a reset, the next world forms without it at once and
+ * its host (or slot) is blacklisted, one reset for the failure, not a world of the same members
+ * first and then one without it. Not collective; the process should exit soon after. */
+int ringrun_elastic_fail(void);
 
 #ifdef __cplusplus
 }

@@ -194,6 +194,8 @@ void define_elastic(py::module_& m) {
         "not collective.");
   m.def("elastic_leave", [] { check(ringrun_elastic_leave()); }, Release(),
         "Tells the launcher this process leaves at its next reset (which then raises ERR_REMOVED).");
+  m.def("elastic_fail", [] { check(ringrun_elastic_fail()); }, Release(),
+        "Tells the launcher this process is about to fail: its peers' reset forms the world without it at once.");
   m.attr("ERR_RESET") = static_cast<int>(RINGRUN_ERR_RESET);
   m.attr("ERR_REMOVED") = static_cast<int>(RINGRUN_ERR_REMOVED);
 }

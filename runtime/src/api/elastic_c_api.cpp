@@ -1,5 +1,5 @@
 // Elastic mode's part of the C API (ringrun.h): ringrun_reset, ringrun_epoch,
-// ringrun_elastic_enabled, ringrun_elastic_status, ringrun_elastic_leave, and the join that
+// ringrun_elastic_enabled, ringrun_elastic_status, ringrun_elastic_leave, ringrun_elastic_fail, and the join that
 // ringrun_init makes in elastic mode. The process's ElasticControl lives here from ringrun_init to
 // ringrun_finalize; a reset keeps it.
 #include <atomic>
@@ -123,6 +123,16 @@ int ringrun_elastic_status(int* latest_epoch, int* added) {
 int ringrun_elastic_leave(void) {
   try {
     require_control("ringrun_elastic_leave").post_leave();
+    clear_error();
+    return RINGRUN_OK;
+  } catch (...) {
+    return record_error(std::current_exception());
+  }
+}
+
+int ringrun_elastic_fail(void) {
+  try {
+    require_control("ringrun_elastic_fail").post_failure();
     clear_error();
     return RINGRUN_OK;
   } catch (...) {

@@ -162,6 +162,10 @@ void ElasticControl::post_leave() {
   with_control("posting a leave request", [&](store::Client& c) { c.set(wire::leave_key(settings_.id), "1"); });
 }
 
+void ElasticControl::post_failure() {
+  with_control("posting a failure notice", [&](store::Client& c) { c.set(wire::failed_key(settings_.id), "1"); });
+}
+
 ElasticStatus ElasticControl::status() {
   return with_control("reading the newest world", [&](store::Client& c) {
     ElasticStatus status{epoch(), false};

@@ -66,6 +66,7 @@ class ElasticControl {
   int latest_epoch();
   void post_reset();  // "<epoch>/reset" = id: this process leaves the current world
   void post_leave();  // "leave/<id>" = 1: it leaves the job at its next reset
+  void post_failure();  // "failed/<id>" = 1: it is about to fail
   ElasticStatus status();
 
  private:

@@ -8,6 +8,9 @@
 //   ringrun/elastic/latest      supervisor: the newest published epoch, as decimal text
 //   ringrun/elastic/<e>/reset   a member of world e: its id ("I am leaving world e")
 //   ringrun/elastic/leave/<id>  the process <id>, before it agrees to leave: "1"
+//   ringrun/elastic/failed/<id> the process <id>, when it is about to fail (an exception leaves the
+//                               training): "1"; its peers' reset then forms the world without it at
+//                               once, instead of a world of the same members first
 //   ringrun/elastic/<e>/addr    the StoreExchange prefix of world e's address exchange; the
 //                               supervisor writes kTombstone into the key of a member that died
 //                               before writing its own, so that the others stop waiting for it
@@ -24,6 +27,7 @@ std::string world_key(int epoch);
 std::string latest_key();
 std::string reset_key(int epoch);
 std::string leave_key(std::uint64_t id);
+std::string failed_key(std::uint64_t id);
 std::string addr_prefix(int epoch);
 
 // What a dead member's address key holds instead of an address record.
