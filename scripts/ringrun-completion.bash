@@ -12,8 +12,8 @@ _ringrun() {
     --cycle-time-ms --timeline-filename --timeline-mark-cycles --cache-capacity --stall-check-warning-time-seconds
     --stall-check-shutdown-time-seconds --mem-bind --nccl-algo --nccl-proto --nccl-ib-gid-index --tcp
     --check-build -cb --min-np --max-np --host-discovery-script --slots-per-host --reset-limit
-    --blacklist-cooldown-range --elastic-timeout
-    --disable-cache --no-stall-check --no-timeline-mark-cycles --mpi --gloo --network-interfaces
+    --blacklist-cooldown-range --elastic-timeout --discovery-interval --min-num-proc --max-num-proc
+    --disable-cache --no-stall-check --stall-check --no-timeline-mark-cycles --mpi --gloo --network-interfaces
     --gloo-timeout-seconds --log-level --hierarchical-allreduce --no-hierarchical-allreduce
     --hierarchical-allgather --no-hierarchical-allgather --torus-allreduce --no-torus-allreduce
     --mpi-threads-disable --no-mpi-threads-disable --no-autotune --log-with-timestamp --log-without-timestamp
@@ -55,7 +55,8 @@ _ringrun() {
     -np | --num-proc | -H | --hosts | --jobid | -x | --env | --start-timeout | --grace-period | --cpus-per-rank | \
       --fusion-threshold-mb | --cycle-time-ms | --cache-capacity | --stall-check-warning-time-seconds | \
       --stall-check-shutdown-time-seconds | --nodes | --gpus-per-node | --time | --min-np | --max-np | \
-      --slots-per-host | --reset-limit | --blacklist-cooldown-range | --elastic-timeout | \
+      --slots-per-host | --reset-limit | --blacklist-cooldown-range | --elastic-timeout | --discovery-interval | \
+      --min-num-proc | --max-num-proc | \
       --gloo-timeout-seconds | --num-nccl-streams | --thread-affinity | --autotune-log-file | \
       --autotune-warmup-samples | --autotune-steps-per-sample | --autotune-bayes-opt-max-samples | \
       --autotune-gaussian-process-noise | --config-file | -p | --ssh-port | \

@@ -196,8 +196,9 @@ below_min)
   echo localhost:1 >"$work/hosts"
   wait $rr
   expect_rc $? 1
+  has_line "ringrun: elastic: host $host offers 1 slot instead of 3; waiting for 2 slots \(have 1\) until [0-9]{2}:[0-9]{2}:[0-9]{2} \(--elastic-timeout 2 s\)" err
   has_line "ringrun: elastic: host $host offers 1 slot instead of 3; only 1 of the 2 slots --min-np needs became available within --elastic-timeout 2 s; add hosts or slots, lower --min-np or raise --elastic-timeout" err
-  [ "$(grep -c '^ringrun: elastic:' "$work/err")" -eq 1 ] || fail "expected one elastic line"
+  [ "$(grep -c '^ringrun: elastic:' "$work/err")" -eq 2 ] || fail "expected two elastic lines"
   no_process_left
   ;;
 no_orphans_sigkill)

@@ -117,7 +117,8 @@ sleep 30 & echo $! > $work/pids/child.$id; wait'
   no_process_left
   ;;
 below_min)
-  # Fewer slots than --min-np: wait --elastic-timeout, then one line, exit 1, nothing left.
+  # Fewer slots than --min-np: the loss and the wait said at once, then after --elastic-timeout one
+  # line, exit 1, nothing left.
   rank 'if [ $id = 1 ]; then kill -9 $$; fi
 sleep 30 & echo $! > $work/pids/child.$id; wait'
   start=$(date +%s%N)
@@ -125,7 +126,8 @@ sleep 30 & echo $! > $work/pids/child.$id; wait'
   rc=$?
   elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
   expect_rc $rc 1
-  [ "$(elastic_lines)" -eq 1 ] || fail "expected exactly one elastic line"
+  [ "$(elastic_lines)" -eq 2 ] || fail "expected exactly two elastic lines"
+  has_line "ringrun: elastic: rank 1 \(id 1, host $host\) was killed by signal 9 \(SIGKILL\); waiting for 3 slots \(have 2\) until [0-9]{2}:[0-9]{2}:[0-9]{2} \(--elastic-timeout 2 s\)" err
   has_line "ringrun: elastic: rank 1 \(id 1, host $host\) was killed by signal 9 \(SIGKILL\); only 2 of the 3 slots --min-np needs became available within --elastic-timeout 2 s; add hosts or slots, lower --min-np or raise --elastic-timeout" err
   [ "$elapsed" -ge 1900 ] && [ "$elapsed" -lt 10000 ] || fail "ended after ${elapsed} ms (want 2 s to 10 s)"
   no_process_left

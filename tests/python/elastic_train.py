@@ -6,8 +6,9 @@ example shape: a small MLP, SGD with momentum in a DistributedOptimizer, an Elas
 ``TorchState(model, optimizer, sampler=..., epoch=0, batch=0)``, ``@hvd.elastic.run``, a commit
 every 2 batches and at each epoch's end. In modes ``kill`` and ``refill`` the processes with the
 elastic ids in $ELASTIC_TRAIN_VICTIM (default 1) SIGKILL themselves before their batch 5 (committed
-at 4); the one with id $ELASTIC_TRAIN_DIE_IN_RESET does in its reset callback. Lines (stdout):
-  START id= pid= rank= size= world=        after init
+at 4), in mode ``raise`` they raise RuntimeError there; the one with id $ELASTIC_TRAIN_DIE_IN_RESET
+SIGKILLs itself in its reset callback. Lines (stdout):
+  START id= pid= rank= size= world= host=  after init (host: HOROVOD_HOSTNAME)
   TRAIN id= pid= rank= size= world= batch= epoch= pn=   each (re)entry of train, after the sync
   RESTORE id= from= to=                    a rollback to the last commit
   RESET_CB id= size= world=                the reset callback, in each new world
@@ -64,7 +65,8 @@ def worker(mode, total, step_sleep):
     # Registered before init's own exit hook, so it runs after ringrun.torch's shutdown at exit.
     atexit.register(lambda: print(f"BYE id={ident} pid={pid}", flush=True))
     hvd.init()
-    print(f"START id={ident} pid={pid} rank={hvd.rank()} size={hvd.size()} world={_ringrun.epoch()}", flush=True)
+    print(f"START id={ident} pid={pid} rank={hvd.rank()} size={hvd.size()} world={_ringrun.epoch()} "
+          f"host={os.environ.get('HOROVOD_HOSTNAME')}", flush=True)
     x, y = data()
     model = make_model(1234 + ident)  # a different start on each process: the sync must fix it
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),
@@ -105,8 +107,10 @@ def worker(mode, total, step_sleep):
             for k in range((N - state.sampler.processed_num) // (B * n)):
                 if done(state):
                     break
-                if mode in ("kill", "refill") and ident in VICTIMS and state.batch == 5:
+                if mode in ("kill", "refill", "raise") and ident in VICTIMS and state.batch == 5:
                     print(f"DYING id={ident} batch={state.batch}", flush=True)
+                    if mode == "raise":  # an error the training does not recover from
+                        raise RuntimeError(f"id {ident} fails at batch 5")
                     os.kill(pid, signal.SIGKILL)
                 idx = mine[k * B:(k + 1) * B]
                 pn = state.sampler.processed_num

@@ -140,10 +140,12 @@ assert any(e["tid"] < 100000 for e in spans) and any(e["tid"] > 100000 for e in 
 PY
   ;;
 below_min)
-  # Below --min-np with no slot coming back: one line after --elastic-timeout, exit 1, nothing left.
+  # Below --min-np with no slot coming back: the loss and the wait said at once, one line after
+  # --elastic-timeout, exit 1, nothing left.
   run -np 3 --min-np 3 --elastic-timeout 2 "$rank" 1 10 40
   expect_rc 1
-  expect_count "ringrun: elastic: .*" 1
+  expect_count "ringrun: elastic: .*" 2
+  has "ringrun: elastic: rank 1 \(id 1, host $host\) was killed by signal 9 \(SIGKILL\); waiting for 3 slots \(have 2\) until [0-9]{2}:[0-9]{2}:[0-9]{2} \(--elastic-timeout 2 s\)"
   has "ringrun: elastic: rank 1 \(id 1, host $host\) was killed by signal 9 \(SIGKILL\); only 2 of the 3 slots --min-np needs became available within --elastic-timeout 2 s; .*"
   [ "$elapsed" -lt 15 ] || fail "took $elapsed s"
   ;;

@@ -13,13 +13,14 @@ namespace ringrun {
 
 // Elastic mode, horovodrun's options (README, Elastic training; ringrun(1), Elastic mode).
 struct ElasticOptions {
-  std::optional<int> min_np;                      // --min-np (default: -np)
-  std::optional<int> max_np;                      // --max-np (default: no limit)
+  std::optional<int> min_np;                      // --min-np/--min-num-proc (default: -np)
+  std::optional<int> max_np;                      // --max-np/--max-num-proc (default: no limit)
   std::optional<std::string> discovery_script;    // --host-discovery-script (this host only)
   std::optional<int> slots_per_host;              // --slots-per-host (with the script)
   std::optional<int> reset_limit;                 // --reset-limit (default: no limit)
   std::optional<int> cooldown_min_s, cooldown_max_s;  // --blacklist-cooldown-range MIN MAX
   double elastic_timeout_s = 600;                 // --elastic-timeout (Horovod's default)
+  std::optional<double> discovery_interval_s;     // --discovery-interval (else RINGRUN_DISCOVERY_INTERVAL, 1 s)
 
   // Elastic mode is on when --min-np, --max-np or --host-discovery-script is given (horovodrun's rule).
   bool enabled() const { return min_np || max_np || discovery_script; }

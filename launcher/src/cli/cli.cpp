@@ -62,11 +62,11 @@ std::vector<std::string> normalize(const std::vector<std::string>& args, const C
 // Elastic mode (ringrun(1), Elastic mode): horovodrun's names. --blacklist-cooldown-range is read
 // as two words (check_elastic_options reads them), so that a bad value is named with both.
 void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::string>& cooldown_words) {
-  app.add_option("--min-np", e.min_np, "Elastic mode: the fewest ranks the job runs with (default: -np); below it "
+  app.add_option("--min-np,--min-num-proc", e.min_np, "Elastic mode: the fewest ranks the job runs with (default: -np); below it "
                                        "the job waits --elastic-timeout for slots")
       ->type_name("N")
       ->check(whole_number("--min-np", "the fewest ranks", 1, "2"));
-  app.add_option("--max-np", e.max_np, "Elastic mode: the most ranks (default: no limit)")
+  app.add_option("--max-np,--max-num-proc", e.max_np, "Elastic mode: the most ranks (default: no limit)")
       ->type_name("N")
       ->check(whole_number("--max-np", "the most ranks", 1, "8"));
   app.add_option("--host-discovery-script", e.discovery_script,
@@ -86,6 +86,11 @@ void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::stri
       ->expected(2)
       ->allow_extra_args(false)  // exactly two: the program follows
       ->option_text("MIN MAX");
+  app.add_option("--discovery-interval", e.discovery_interval_s,
+                 "Elastic mode: seconds between the end of one run of --host-discovery-script (or the job's node "
+                 "query) and the next (default 1, also RINGRUN_DISCOVERY_INTERVAL)")
+      ->type_name("SECONDS")
+      ->check(number("--discovery-interval", "the interval", 0, "1", true));
   app.add_option("--elastic-timeout", e.elastic_timeout_s, "Elastic mode: seconds to wait for --min-np slots before "
                                                            "ending the job (default 600)")
       ->type_name("SECONDS")
@@ -111,7 +116,8 @@ void check_elastic_options(const CLI::App& app, ElasticOptions& e, const std::ve
     e.cooldown_max_s = cooldown_seconds(cooldown_words, cooldown_words[1]);
   }
   if (!e.enabled()) {
-    for (const char* name : {"--slots-per-host", "--reset-limit", "--blacklist-cooldown-range", "--elastic-timeout"})
+    for (const char* name : {"--slots-per-host", "--reset-limit", "--blacklist-cooldown-range", "--elastic-timeout",
+                             "--discovery-interval"})
       if (app.count(name))
         throw UsageError(fmt::format("{} applies in elastic mode only; add --min-np N (or --max-np N) to make the job "
                                      "elastic, or drop {}",

@@ -18,7 +18,8 @@ namespace {
 constexpr const char* kGroup = "horovodrun's options (ringrun(1), HOROVODRUN OPTIONS)";
 
 // Flags ringrun takes as they are, each with the reason it changes nothing here.
-constexpr std::array<std::pair<const char*, const char*>, 13> kAlreadyDone = {{
+constexpr std::array<std::pair<const char*, const char*>, 14> kAlreadyDone = {{
+    {"--stall-check", "the stall check is on unless --no-stall-check or --stall-check-warning-time-seconds 0"},
     {"--hierarchical-allreduce", "ringrun reduces within each host on shared memory, then across hosts, by itself"},
     {"--no-hierarchical-allreduce", "ringrun reduces within each host on shared memory, then across hosts, by itself"},
     {"--hierarchical-allgather", "ringrun gathers within each host on shared memory by itself"},
@@ -179,6 +180,7 @@ void apply(const CLI::App& app, const Choices& c, Invocation& inv, std::string& 
     if (app.count(long_name(r.names))) throw UsageError(fmt::format("{} : {}", as_given(app, r), r.instead));
   refuse_both(app, "--disable-cache", "--cache-capacity");
   refuse_both(app, "--no-stall-check", "--stall-check-warning-time-seconds");
+  refuse_both(app, "--no-stall-check", "--stall-check", "ask for opposite things");
   refuse_both(app, "--no-timeline-mark-cycles", "--timeline-mark-cycles");
   refuse_both(app, "--network-interfaces", "--network-interface");
   refuse_both(app, "--gloo-timeout-seconds", "--start-timeout");

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <ctime>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -56,6 +58,11 @@ std::vector<HostSlots> usable_job_nodes(std::string_view output) {
   return nodes;
 }
 
+// "every second", "every 0.01 s": how often the discovery script runs.
+std::string every(double interval_s) {
+  return interval_s == 1 ? std::string("every second") : fmt::format("every {} s", interval_s);
+}
+
 }  // namespace
 
 int ElasticConfig::capacity() const {
@@ -65,14 +72,20 @@ int ElasticConfig::capacity() const {
 }
 
 ElasticCoordinator::ElasticCoordinator(ElasticConfig config)
-    : config_(std::move(config)), blacklist_(config_.cooldown, config_.seed) {
+    : config_(std::move(config)), blacklist_(config_.cooldown, config_.seed),
+      discovery_poll_(std::chrono::duration<double>(config_.discovery_interval_s)) {
   const int capacity = config_.capacity();
   if (config_.start_np == 0) config_.start_np = capacity;
   const bool hosts_ok = !config_.hosts.empty() && std::ranges::all_of(config_.hosts, [](const HostSlots& h) {
     return h.slots >= 1;
   });
-  if (!hosts_ok || config_.min_np < 1 || config_.min_np > config_.start_np || config_.start_np > capacity ||
-      (config_.max_np && *config_.max_np < capacity) || config_.elastic_timeout_s <= 0)
+  const bool offered_ok =
+      config_.start_offered.empty() ||
+      (config_.start_offered.size() == config_.hosts.size() &&
+       std::ranges::equal(config_.start_offered, config_.hosts, std::less_equal<>{}, {}, &HostSlots::slots));
+  if (!hosts_ok || !offered_ok || config_.min_np < 1 || config_.min_np > config_.start_np ||
+      config_.start_np > capacity || (config_.max_np && *config_.max_np < config_.start_np) ||
+      config_.elastic_timeout_s <= 0 || config_.discovery_interval_s <= 0)
     throw std::invalid_argument(fmt::format("elastic configuration: {} slots on {} hosts with min_np {} and max_np {} "
                                             "is not a valid start",
                                             capacity, config_.hosts.size(), config_.min_np,
@@ -80,6 +93,32 @@ ElasticCoordinator::ElasticCoordinator(ElasticConfig config)
 }
 
 std::string ElasticCoordinator::slot_key(const SlotRef& slot) const { return fmt::format("{}#{}", slot.host, slot.slot); }
+
+std::string ElasticCoordinator::record_failure(Member& m, SteadyTime now) {
+  m.failed = true;
+  // A host's key is its name, a slot's "host#slot": a host name has no '#'.
+  const std::string key = config_.blacklist_hosts ? m.slot.host : slot_key(m.slot);
+  const bool started = blacklist_.record_failure(key, now);
+  failed_slots_[key] = config_.blacklist_hosts ? SlotRef{m.slot.host, -1} : m.slot;
+  if (!config_.blacklist_hosts || !started) return "";
+  const std::optional<SteadyTime> until = blacklist_.cooldown_end(key);
+  if (!until) return fmt::format("host {} is blacklisted", m.slot.host);
+  return fmt::format("host {} is blacklisted for {:.1f} s", m.slot.host,
+                     std::chrono::duration<double>(*until - now).count());
+}
+
+Notice ElasticCoordinator::waiting_notice(const std::string& cause, int available, SteadyTime now) const {
+  // The wall-clock time the wait ends, which a user compares with `date`.
+  const auto left = std::chrono::duration_cast<std::chrono::system_clock::duration>(*wait_until_ - now);
+  const std::time_t until = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() + left);
+  std::tm local{};
+  ::localtime_r(&until, &local);
+  return Notice{fmt::format("ringrun: elastic: {}{}waiting for {} (have {}) until {:02}:{:02}:{:02} "
+                            "(--elastic-timeout {} s)",
+                            cause, cause.empty() ? "" : "; ", plural(static_cast<std::size_t>(config_.min_np), "slot",
+                                                                      "slots"),
+                            available, local.tm_hour, local.tm_min, local.tm_sec, config_.elastic_timeout_s)};
+}
 
 std::string ElasticCoordinator::member_text(std::uint64_t id) const {
   const Member& m = members_.at(id);
@@ -96,10 +135,10 @@ std::vector<std::uint64_t> ElasticCoordinator::running_members() const {
 }
 
 ElasticActions ElasticCoordinator::start(SteadyTime now) {
-  // The first world's slots: the hosts' in plan order, start_np in all.
+  // The first world's slots: those on offer, else the hosts' in plan order, start_np in all.
   int left = config_.start_np;
-  for (const HostSlots& h : config_.hosts) {
-    offered_.push_back(std::min(left, h.slots));
+  for (std::size_t h = 0; h < config_.hosts.size(); ++h) {
+    offered_.push_back(config_.start_offered.empty() ? std::min(left, config_.hosts[h].slots) : config_.start_offered[h]);
     left -= offered_.back();
   }
   if (!config_.discovery_script.empty()) discovery_poll_.on_result(true, now);  // launch.cpp's run
@@ -116,14 +155,15 @@ ElasticWorldInputs ElasticCoordinator::world_inputs(SteadyTime now) const {
   for (std::size_t r = 0; r < newest_.ids.size(); ++r) {
     const Member& m = members_.at(newest_.ids[r]);
     in.previous.push_back(m.slot);
-    if (!m.running || m.leaving) in.exited.insert(static_cast<int>(r));
+    if (!m.running || m.leaving || m.failed) in.exited.insert(static_cast<int>(r));
   }
   for (std::size_t h = 0; h < config_.hosts.size(); ++h)
-    if (offered_[h] > 0) in.usable.push_back(HostSlots{config_.hosts[h].name, offered_[h], {}});
+    if (offered_[h] > 0 && !blacklist_.is_blacklisted(config_.hosts[h].name, now))
+      in.usable.push_back(HostSlots{config_.hosts[h].name, offered_[h], {}});
   for (const auto& [id, m] : members_)
     if (m.leaving || (m.running && store::elastic::rank_of(newest_, id) < 0)) in.held_back.push_back(m.slot);
   for (const auto& [key, slot] : failed_slots_)
-    if (blacklist_.is_blacklisted(key, now)) in.held_back.push_back(slot);
+    if (slot.slot >= 0 && blacklist_.is_blacklisted(key, now)) in.held_back.push_back(slot);
   in.min_np = config_.min_np;
   in.max_np = config_.max_np;
   return in;
@@ -143,8 +183,12 @@ ElasticActions ElasticCoordinator::reform(const Cause& cause, SteadyTime now, bo
       phase_ = Phase::waiting;
       wait_until_ = after(now, config_.elastic_timeout_s);
       wait_cause_ = cause;
+    } else if (world.available_slots == wait_available_) {
+      return {};
     }
-    return {};
+    // Said at once, and again whenever the usable slots change while it waits.
+    wait_available_ = world.available_slots;
+    return {waiting_notice(cause.text, world.available_slots, now)};
   }
   if (!world.changes_world() && !republish) return {};
   if (config_.reset_limit && resets_ >= *config_.reset_limit)
@@ -178,7 +222,7 @@ ElasticActions ElasticCoordinator::publish_formed(const ElasticWorld& world, con
   for (const RemovedRank& r : world.removed) {
     const std::uint64_t id = newest_.ids[static_cast<std::size_t>(r.old_rank)];
     Member& m = members_.at(id);
-    if (!m.running || m.leaving) continue;
+    if (!m.running || m.leaving || m.failed) continue;
     m.retired = true;
     to_retire.push_back(id);
   }
@@ -195,6 +239,7 @@ ElasticActions ElasticCoordinator::publish_formed(const ElasticWorld& world, con
   phase_ = Phase::running;
   wait_until_.reset();
   wait_cause_.reset();
+  wait_available_ = -1;
   settle_until_.reset();
   out.emplace_back(PublishWorld{std::move(next), std::move(line)});
   if (!previous.ids.empty()) out.emplace_back(AbandonWorld{previous.epoch, static_cast<int>(previous.ids.size())});
@@ -234,11 +279,9 @@ ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bo
   if (ended()) return {};
   const int epoch = newest_.epoch, rank = store::elastic::rank_of(newest_, id);
   const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0 && lost.empty();
-  if (!m.leaving && !m.retired && !success) {
-    const std::string key = slot_key(m.slot);
-    blacklist_.record_failure(key, now);
-    failed_slots_[key] = m.slot;
-  }
+  if (m.failed && rank < 0) return {};  // counted when it said it was failing
+  std::string blacklisted;
+  if (!m.leaving && !m.retired && !success) blacklisted = record_failure(m, now);
   if (rank < 0) {
     // It was in an older world only: nothing waits for it, but its slot is free now, and a slot
     // offered again while it was exiting (held back until now) gets its new process.
@@ -255,7 +298,8 @@ ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bo
     settle_until_.reset();
     out.emplace_back(EndJob{0, ""});
   } else {
-    const std::string what = m.leaving ? "left" : !lost.empty() ? std::string(lost) : describe_status(wait_status);
+    const std::string what = (m.leaving ? "left" : !lost.empty() ? std::string(lost) : describe_status(wait_status)) +
+                             (blacklisted.empty() ? "" : " (" + blacklisted + ")");
     const int status = lost.empty() ? exit_code_of(wait_status) : 1;
     out = reform(Cause{fmt::format("{} {}", who, what), status}, now, false);
   }
@@ -264,8 +308,19 @@ ElasticActions ElasticCoordinator::on_exit(std::uint64_t id, int wait_status, bo
 }
 
 ElasticActions ElasticCoordinator::on_reset_request(int epoch, const std::vector<std::uint64_t>& leaving,
-                                                    SteadyTime now) {
+                                                    const std::vector<std::uint64_t>& failing, SteadyTime now) {
   if (phase_ != Phase::running || epoch != newest_.epoch) return {};
+  std::vector<std::string> failed;
+  for (std::uint64_t id : failing) {
+    auto it = members_.find(id);
+    if (it == members_.end() || !it->second.running || it->second.failed || it->second.leaving ||
+        store::elastic::rank_of(newest_, id) < 0)
+      continue;
+    const std::string who = member_text(id), blacklisted = record_failure(it->second, now);
+    failed.push_back(fmt::format("{} is failing (an error ended its training{}{})", who, blacklisted.empty() ? "" : "; ",
+                                 blacklisted));
+  }
+  if (!failed.empty()) return reform(Cause{fmt::format("{}", fmt::join(failed, ", ")), 1}, now, false);
   std::vector<std::string> leavers;
   for (std::uint64_t id : leaving) {
     auto it = members_.find(id);
@@ -278,7 +333,7 @@ ElasticActions ElasticCoordinator::on_reset_request(int epoch, const std::vector
     return reform(Cause{fmt::format("{} {}", fmt::join(leavers, ", "), leavers.size() == 1 ? "is leaving" : "are leaving"),
                         0},
                   now, true);
-  if (!settle_until_) settle_until_ = now + kResetSettle;
+  if (!settle_until_) settle_until_ = after(now, config_.reset_settle_s);
   return {};
 }
 
@@ -302,7 +357,10 @@ ElasticActions ElasticCoordinator::on_tick(SteadyTime now) {
     }
     std::vector<std::string> parts;
     for (const auto& [host, slots] : by_host)
-      parts.push_back(fmt::format("{} {} of host {}", slots.size() == 1 ? "slot" : "slots", fmt::join(slots, ", "), host));
+      parts.push_back(slots == std::vector<int>{-1}
+                          ? fmt::format("host {}", host)
+                          : fmt::format("{} {} of host {}", slots.size() == 1 ? "slot" : "slots",
+                                        fmt::join(slots, ", "), host));
     const bool one = released.size() == 1;
     const Cause cause{fmt::format("{} {} back after {} cooldown", fmt::join(parts, " and "), one ? "is" : "are",
                                   one ? "its" : "their"),
@@ -337,12 +395,10 @@ std::string ElasticCoordinator::discovery_name() const {
 }
 
 std::optional<std::size_t> ElasticCoordinator::plan_host(const std::string& printed) const {
+  // A host is the name printed (Horovod's rule): localhost and 127.0.0.1 are two hosts, each with
+  // its own slots, HOROVOD_HOSTNAME and blacklist entry, though both are this machine.
   for (std::size_t h = 0; h < config_.hosts.size(); ++h)
     if (config_.hosts[h].name == printed) return h;
-  // Any name of this host is the plan's host on it (localhost, the short name...).
-  if (names_this_host(printed, config_.self))
-    for (std::size_t h = 0; h < config_.hosts.size(); ++h)
-      if (config_.hosts.size() == 1 || names_this_host(config_.hosts[h].name, config_.self)) return h;
   return std::nullopt;
 }
 
@@ -369,9 +425,10 @@ std::optional<std::vector<int>> ElasticCoordinator::offered_by(const DiscoveryRe
   std::vector<long long> found(config_.hosts.size(), 0);
   for (const HostSlots& host : printed) {
     std::optional<std::size_t> h = plan_host(host.name);
-    const int joining = config_.allocation_discovery ? config_.new_host_slots
-                        : config_.adds_printed_hosts ? host.slots
-                                                     : 0;
+    const int joining = config_.allocation_discovery                              ? config_.new_host_slots
+                        : config_.adds_printed_hosts                              ? host.slots
+                        : config_.local_host_slots > 0 && names_this_host(host.name, config_.self) ? config_.local_host_slots
+                                                                                  : 0;
     if (!h && joining > 0) {
       // A host the job gains: a host of its own from now on, offered from this run on.
       config_.hosts.push_back(HostSlots{host.name, joining, {}});
@@ -421,11 +478,11 @@ ElasticActions ElasticCoordinator::on_discovery(const DiscoveryResult& result, S
     int kept = 0;
     for (int n : offered_) kept += n;
     if (decision.warn)
-      out.emplace_back(Notice{fmt::format("ringrun: elastic: {} failed ({}); keeping {} {} and retrying every "
-                                          "second",
+      out.emplace_back(Notice{fmt::format("ringrun: elastic: {} failed ({}); keeping {} {} and retrying {}",
                                           discovery_name(), last_discovery_error_,
                                           config_.hosts.size() == 1 ? "this host's" : "the hosts'",
-                                          plural(static_cast<std::size_t>(kept), "slot", "slots"))});
+                                          plural(static_cast<std::size_t>(kept), "slot", "slots"),
+                                          every(config_.discovery_interval_s))});
     return out;
   }
   if (*offered == offered_) return out;

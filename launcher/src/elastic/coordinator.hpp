@@ -24,24 +24,44 @@
 
 namespace ringrun {
 
+// How long a reset request that changes nothing waits before it is answered by republishing the
+// same members: a peer sees a death on its socket before ringrun reaps the process (the socket
+// closes early in the kernel's exit, SIGCHLD comes last), and the death should make the new world
+// (one reset per failure). A process started through mpirun is reaped once mpirun has noticed and
+// torn its job down, which took over 1 s in the test cluster: ElasticConfig::reset_settle_s, 3 s.
+inline constexpr std::chrono::milliseconds kResetSettle{200};
+
 struct ElasticConfig {
   // The plan's hosts in its order, each with the ranks the plan gave it: slot i of host h is the
   // plan's rank (the slots of the hosts before h) + i. One host for a job on this host; the
   // allocation's nodes inside SLURM.
   std::vector<HostSlots> hosts;
   int start_np = 0;                      // the first world's ranks, the hosts' slots in order (0: all)
+  // Each host's slots in the first world, when the plan holds more than are on offer at the start
+  // (a discovery script's hosts of this machine are planned for every slot they may grow to);
+  // empty: start_np of the hosts' slots in order.
+  std::vector<int> start_offered;
   int min_np = 1;                        // --min-np
   std::optional<int> max_np;             // --max-np
   std::optional<int> reset_limit;        // --reset-limit
   std::optional<CooldownRange> cooldown; // --blacklist-cooldown-range
+  // A failure blacklists the failed process's host, as in Horovod (hosts the user named: -H,
+  // --hostfile, a discovery script); false: only its slot (this host's -np slots, a SLURM
+  // allocation's nodes, where a node that dies takes its processes with it anyway).
+  bool blacklist_hosts = false;
   double elastic_timeout_s = 600;        // --elastic-timeout
+  // RINGRUN_ELASTIC_TIMEOUT, each process's wait for a world and its members' addresses: a member
+  // that starts for a world takes a start's time to arrive, so at least --start-timeout.
+  double rank_timeout_s = 600;
   double grace_period_s = 10;            // --grace-period: how long the others may finish after a success
+  double reset_settle_s = std::chrono::duration<double>(kResetSettle).count();  // 3 s through mpirun
   std::uint64_t seed = 0;                // the cooldowns' jitter
   // --host-discovery-script (empty: none): the slots on offer follow its runs (on_discovery),
   // at most the plan's slots of each host; its first run (launch.cpp's, which sized the plan)
   // offered start_np or more.
   std::string discovery_script;
   int slots_per_host = 0;                // --slots-per-host (0: not given)
+  double discovery_interval_s = 1;       // --discovery-interval: from the end of one run to the next
   std::string self;                      // gethostname: which names the script prints are this host
   // The script is ringrun's own query of the SLURM job's nodes: one name per line, then `---` and
   // the drained ones. A node listed and not drained offers all of its plan's slots; it is named
@@ -52,8 +72,12 @@ struct ElasticConfig {
   int new_host_slots = 0;
   // With a user's script on a job started through mpirun: a host it prints that the plan lacks
   // joins the job with the slots printed (each process there an mpirun of its own); false (a job
-  // on this host's local launcher): such hosts are ignored, said once.
+  // on this host's local launcher): such hosts are ignored, said once, unless they name this
+  // machine (local_host_slots).
   bool adds_printed_hosts = false;
+  // A job on this machine's local launcher: a name of this machine the script prints later
+  // (127.0.0.1 beside localhost) joins as a host of its own with this many planned slots; 0: none.
+  int local_host_slots = 0;
 
   // Every host's slots: the most ranks a world can have.
   int capacity() const;
@@ -117,10 +141,6 @@ using ElasticAction =
                  AddHost, EndJob>;
 using ElasticActions = std::vector<ElasticAction>;
 
-// How long a reset request that changes nothing waits before it is answered by republishing the
-// same members: a peer sees a death on its socket before ringrun reaps the process (the socket
-// closes early in the kernel's exit, SIGCHLD comes last), and the death should make the new world.
-inline constexpr std::chrono::milliseconds kResetSettle{200};
 
 class ElasticCoordinator {
  public:
@@ -134,8 +154,11 @@ class ElasticCoordinator {
   ElasticActions on_exit(std::uint64_t id, int wait_status, bool leave_posted, SteadyTime now,
                          std::string_view lost = {});
   // A member of world `epoch` posted its reset key; `leaving`: the members of the newest world
-  // whose leave key is set. Requests for any but the newest world are stale and ignored.
-  ElasticActions on_reset_request(int epoch, const std::vector<std::uint64_t>& leaving, SteadyTime now);
+  // whose leave key is set; `failing`: those whose failed key is set (ringrun_elastic_fail), each a
+  // failure now, as its exit would be later (which then changes nothing). Requests for any but the
+  // newest world are stale and ignored.
+  ElasticActions on_reset_request(int epoch, const std::vector<std::uint64_t>& leaving,
+                                  const std::vector<std::uint64_t>& failing, SteadyTime now);
   // Time passed: cooldowns that ended, the wait for --min-np, the finishing deadline, a settled reset.
   ElasticActions on_tick(SteadyTime now);
   // ringrun itself was interrupted (SIGINT/SIGTERM/SIGHUP): publish the end so that ranks waiting
@@ -170,6 +193,7 @@ class ElasticCoordinator {
     bool running = true;
     bool leaving = false;  // its leave key was seen: its slot is not refilled
     bool retired = false;  // removed from the world while running: its exit is no failure
+    bool failed = false;   // counted as failed (its failed key, or its exit): its exit adds nothing
   };
   // What changed since the newest world, for the line of the next one.
   struct Cause {
@@ -189,10 +213,16 @@ class ElasticCoordinator {
   // Each plan host's slots as `result` offers them (capped), with notices; nullopt for a failed run.
   std::optional<std::vector<int>> offered_by(const DiscoveryResult& result, ElasticActions& out);
   std::string slot_key(const SlotRef& slot) const;
+  // Blacklists what a failure of `m` takes out: its host, or its slot (ElasticConfig::blacklist_hosts).
+  // Returns "host h is blacklisted[ for N s]" when a host's blacklisting starts, else "".
+  std::string record_failure(Member& m, SteadyTime now);
+  // The line that says the job waits for --min-np slots, `available` of them usable.
+  Notice waiting_notice(const std::string& cause, int available, SteadyTime now) const;
 
   ElasticConfig config_;
   HostBlacklist blacklist_;
-  std::map<std::string, SlotRef> failed_slots_;  // blacklist key -> slot, for every slot that failed
+  // blacklist key -> what failed: a slot, or a whole host (slot -1, key its name)
+  std::map<std::string, SlotRef> failed_slots_;
   std::map<std::uint64_t, Member> members_;
   store::elastic::PublishedWorld newest_;
   int last_epoch_ = -1;                  // the newest epoch published, an end included
@@ -201,6 +231,7 @@ class ElasticCoordinator {
   Phase phase_ = Phase::running;
   std::optional<SteadyTime> wait_until_;       // waiting: the end of --elastic-timeout
   std::optional<Cause> wait_cause_;            // waiting: what started the wait
+  int wait_available_ = -1;                    // waiting: the usable slots last said
   std::optional<SteadyTime> finish_deadline_;  // finishing: stop the others then
   std::optional<SteadyTime> settle_until_;     // a reset request that changed nothing, answered then
   std::vector<int> offered_;                   // each host's slots on offer (at most its plan's)

@@ -169,7 +169,7 @@ void tell(const std::string& line) {
   (void)!::write(STDERR_FILENO, text.data(), text.size());
 }
 
-// Sleeps until `until` (at most a second), or throws LaunchError (128+signal) for SIGINT, SIGTERM
+// Sleeps until `until` (the next run, at most --elastic-timeout away), or throws LaunchError (128+signal) for SIGINT, SIGTERM
 // or SIGHUP: main() blocked them, so they wait here as pending signals and nothing has started.
 void pause_for_next_run(SteadyTime until) {
   const sigset_t signals = supervisor_signals();
@@ -189,7 +189,7 @@ void pause_for_next_run(SteadyTime until) {
 }  // namespace
 
 StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, const std::string& self, int min_np,
-                                double timeout_s, bool other_hosts) {
+                                double timeout_s, bool other_hosts, double interval_s) {
   StartHosts start;
   start.hosts = first_discovered_hosts(run_discovery_script(script), script, slots_per_host);
   start.other_hosts = other_hosts || !split_local_hosts(start.hosts, self).foreign.empty();
@@ -210,7 +210,8 @@ StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, c
       throw LaunchError(fmt::format("ringrun: elastic: {}; no process started",
                                     elastic_timeout_message(found, min_np, timeout_s)),
                         1);
-    pause_for_next_run(std::min(give_up, now + std::chrono::seconds(1)));
+    pause_for_next_run(std::min(give_up, now + std::chrono::duration_cast<SteadyTime::duration>(
+                                                    std::chrono::duration<double>(interval_s))));
     const DiscoveryResult result = run_discovery_script(script);
     try {
       if (!result.ok) throw InputError(result.error);
@@ -219,7 +220,9 @@ StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, c
       found = offered();
       failing = false;
     } catch (const InputError& e) {
-      if (!failing) tell(fmt::format("ringrun: elastic: {} failed ({}); retrying every second", origin, e.what()));
+      if (!failing)
+        tell(fmt::format("ringrun: elastic: {} failed ({}); retrying every {}", origin, e.what(),
+                         interval_s == 1 ? std::string("second") : fmt::format("{} s", interval_s)));
       failing = true;
     }
   }

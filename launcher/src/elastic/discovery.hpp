@@ -68,6 +68,6 @@ struct StartHosts {
   bool other_hosts = false;      // every host's slots count (the job starts through mpirun)
 };
 StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, const std::string& self, int min_np,
-                                double timeout_s, bool other_hosts);
+                                double timeout_s, bool other_hosts, double interval_s = 1);
 
 }  // namespace ringrun

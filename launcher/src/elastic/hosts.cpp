@@ -337,7 +337,7 @@ std::string elastic_timeout_message(int available_slots, int min_np, double elas
 DiscoveryPollPolicy::Decision DiscoveryPollPolicy::on_result(bool ok, SteadyTime now) {
   const bool first = !first_run_done_;
   first_run_done_ = true;
-  next_poll_ = now + kInterval;
+  next_poll_ = now + interval_;
   if (ok) {
     consecutive_failures_ = 0;
     failing_since_.reset();

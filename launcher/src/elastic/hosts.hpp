@@ -216,11 +216,15 @@ std::string elastic_timeout_message(int available_slots, int min_np, double elas
 // ---- Polling the discovery script --------------------------------------------------------------
 
 // When to run the discovery script and what a result means (horovod driver.py _discover_hosts):
-// polled once a second, measured from the end of the previous run; a failure at the first run is
-// a misconfiguration that ends the job; later failures keep the last hosts and are retried.
+// polled every `interval` (--discovery-interval), measured from the end of the previous run; a
+// failure at the first run is a misconfiguration that ends the job; later failures keep the last
+// hosts and are retried.
 class DiscoveryPollPolicy {
  public:
   static constexpr std::chrono::seconds kInterval{1};  // Horovod's DISCOVER_HOSTS_FREQUENCY_SECS
+
+  explicit DiscoveryPollPolicy(std::chrono::duration<double> interval = kInterval)
+      : interval_(std::chrono::duration_cast<SteadyTime::duration>(interval)) {}
 
   enum class Action {
     use_hosts,        // the run succeeded: use what it printed
@@ -243,6 +247,7 @@ class DiscoveryPollPolicy {
   std::optional<SteadyTime> failing_since() const { return failing_since_; }
 
  private:
+  SteadyTime::duration interval_;
   bool first_run_done_ = false;
   std::optional<SteadyTime> next_poll_;
   int consecutive_failures_ = 0;

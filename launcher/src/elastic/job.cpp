@@ -228,7 +228,7 @@ void ElasticJob::spawn(const SpawnMember& s) {
   Process& process = processes_[s.id];
   process.spec = slot;
   process.spec.rank = static_cast<int>(s.id);  // its output's tag and its --output-filename folder
-  process.spec.env = member_environment(slot, s, config_.elastic_timeout_s);
+  process.spec.env = member_environment(slot, s, config_.rank_timeout_s);
   process.spec.stdin_inherit = slot.stdin_inherit && s.id == 0;
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
@@ -375,10 +375,13 @@ void ElasticJob::poll_store(Clock::time_point now) {
   next_store_poll_ = now + kStorePoll;
   const wire::PublishedWorld world = coordinator_.newest_world();
   if (!client_.try_get(wire::reset_key(world.epoch))) return;
-  std::vector<std::uint64_t> leaving;
-  for (std::uint64_t id : world.ids)
-    if (processes_.at(id).running && client_.try_get(wire::leave_key(id))) leaving.push_back(id);
-  apply(coordinator_.on_reset_request(world.epoch, leaving, now), now);
+  std::vector<std::uint64_t> leaving, failing;
+  for (std::uint64_t id : world.ids) {
+    if (!processes_.at(id).running) continue;
+    if (client_.try_get(wire::failed_key(id))) failing.push_back(id);
+    else if (client_.try_get(wire::leave_key(id))) leaving.push_back(id);
+  }
+  apply(coordinator_.on_reset_request(world.epoch, leaving, failing, now), now);
 }
 
 // The script is due and none runs: start it (its group is guarded like a rank's).

@@ -9,6 +9,7 @@
 #include "facts/interface_probe.hpp"
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
+#include "launch/elastic_start.hpp"
 #include "launch/mpi_programs.hpp"
 
 #include <ringrun/environment_variables.hpp>
@@ -177,119 +178,6 @@ std::vector<std::string> topology_netdevs(const std::optional<topology::Topology
   return fabric;
 }
 
-// The first world and the plan's slots with --host-discovery-script.
-struct DiscoveredStart {
-  int start_np = 0;  // the first world's ranks: -np, else the script's slots up to --max-np
-  int slots = 0;     // the plan's: every slot the job may grow into (--max-np, else the larger count)
-  // The script named other hosts (or --launcher mpirun lets the job use them): the plan's hosts
-  // are the script's, each with the slots printed, the first of them up to --max-np in all.
-  std::optional<Allocation> hosts;
-};
-
-// The script's first runs, before anything is planned: they size the plan (a slot the job grows
-// into needs its pinning from the plan) and, when they name other hosts, say where the job runs;
-// fewer slots than --min-np wait up to --elastic-timeout (a dry run shows the first run's plan and
-// waits for nothing). Not with -H/--hostfile, which require_elastic_launcher refuses beside a script.
-std::optional<DiscoveredStart> discovered_start(const Invocation& inv, const std::string& self) {
-  const ElasticOptions& e = inv.elastic;
-  if (!e.discovery_script || inv.hosts || inv.hostfile) return std::nullopt;
-  const int min_np = e.min_np.value_or(inv.launch.num_proc.value_or(1));
-  const StartHosts found = wait_for_start_hosts(*e.discovery_script, e.slots_per_host.value_or(0), self,
-                                                inv.dry_run ? 0 : min_np, e.elastic_timeout_s,
-                                                inv.launch.launcher == LauncherKind::mpirun);
-  DiscoveredStart start;
-  if (!found.other_hosts) {
-    const int slots = split_local_hosts(found.hosts, self).slots;
-    start.start_np = std::min(slots, inv.launch.num_proc ? *inv.launch.num_proc : e.max_np.value_or(slots));
-    // min_np: a dry run's script may offer fewer, where the job would wait for them.
-    start.slots = e.max_np.value_or(std::max({slots, inv.launch.num_proc.value_or(0), min_np}));
-    return start;
-  }
-  Allocation hosts;
-  hosts.source = AllocationSource::discovery_script;
-  hosts.explicit_slots = true;
-  int left = e.max_np.value_or(std::numeric_limits<int>::max());
-  for (const HostSlots& h : merge_this_host(found.hosts, self)) {
-    if (left == 0) break;
-    hosts.hosts.push_back(HostSlots{h.name, std::min(h.slots, left), {}});
-    left -= hosts.hosts.back().slots;
-  }
-  start.slots = hosts.total_slots();
-  start.start_np = std::min(start.slots, inv.launch.num_proc.value_or(start.slots));
-  start.hosts = std::move(hosts);
-  return start;
-}
-
-// Elastic mode starts its processes itself: on this host; inside a SLURM allocation one srun step
-// per process, following the job's node list; on -H/--hostfile hosts or those a discovery script
-// names, one mpirun per process.
-void require_elastic_launcher(const Invocation& inv, LauncherKind launcher, const Allocation& alloc) {
-  const bool named_hosts = alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile;
-  if (inv.elastic.discovery_script && named_hosts)
-    throw InputError(fmt::format("--host-discovery-script '{}' : with -H/--hostfile hosts elastic mode follows the "
-                                 "hosts named at the start; leave the script or the hosts out",
-                                 *inv.elastic.discovery_script));
-  if (launcher == LauncherKind::local) return;
-  const bool fits = (launcher == LauncherKind::srun && alloc.source == AllocationSource::slurm_env) ||
-                    (launcher == LauncherKind::mpirun &&
-                     (named_hosts || alloc.source == AllocationSource::discovery_script));
-  if (!fits)
-    throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation "
-                                 "(sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would "
-                                 "start its ranks with {}; use --launcher local, srun inside an allocation, or mpirun "
-                                 "with -H",
-                                 to_string(launcher)));
-  if (inv.elastic.discovery_script && alloc.source != AllocationSource::discovery_script)
-    throw InputError(fmt::format("--host-discovery-script '{}' : with an allocation elastic mode follows the job's "
-                                 "own nodes (squeue); leave the script out, or run with --launcher local (this host) "
-                                 "or mpirun (the script's hosts)",
-                                 *inv.elastic.discovery_script));
-}
-
-// Inside a SLURM allocation: the job's nodes as squeue has them now (a DOWN node leaves the list;
-// SLURM_JOB_NODELIST never changes), one name per line, then a line `---` and those of them an
-// administrator drains (sinfo), which Slurm leaves in the job (ElasticConfig::allocation_discovery).
-// Empty output is a failure, not "no nodes": scontrol would fall back to SLURM_JOB_NODELIST.
-std::string allocation_node_query(const Environment& env) {
-  auto job = env.find("SLURM_JOB_ID");
-  return fmt::format("l=$(squeue -h -j {} -o %N) && [ -n \"$l\" ] && d=$(sinfo -h -N -n \"$l\" -t drain -o %N) && "
-                     "scontrol show hostnames \"$l\" && echo --- && echo \"$d\" | sort -u",
-                     job == env.end() ? "\"$SLURM_JOB_ID\"" : job->second);
-}
-
-// The coordinator's settings for a plan of this host's slots (without a script, -np = the slots).
-ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, int start_np, const std::string& self,
-                             const Environment& plan_env) {
-  const ElasticOptions& e = inv.elastic;
-  ElasticConfig config;
-  for (const RankSlot& r : plan.ranks) {
-    if (config.hosts.empty() || config.hosts.back().name != r.host) config.hosts.push_back(HostSlots{r.host, 0, {}});
-    ++config.hosts.back().slots;
-  }
-  const int slots = config.capacity();
-  config.start_np = start_np > 0 ? std::min(start_np, slots) : slots;
-  config.min_np = std::min(e.min_np.value_or(config.start_np), config.start_np);
-  if (e.discovery_script) {
-    config.discovery_script = *e.discovery_script;
-    config.slots_per_host = e.slots_per_host.value_or(0);
-    config.self = self;
-    config.adds_printed_hosts = plan.launcher == LauncherKind::mpirun;
-  }
-  if (plan.launcher == LauncherKind::srun) {
-    config.discovery_script = allocation_node_query(plan_env);
-    config.allocation_discovery = true;
-    config.new_host_slots = config.hosts.front().slots;  // a node the job gains: as the first
-    config.self = self;
-  }
-  config.max_np = e.max_np;
-  config.reset_limit = e.reset_limit;
-  if (e.cooldown_min_s) config.cooldown = CooldownRange{*e.cooldown_min_s, *e.cooldown_max_s};
-  config.elastic_timeout_s = e.elastic_timeout_s;
-  config.grace_period_s = inv.supervisor.grace_period_s;
-  config.seed = std::hash<std::string>{}(plan.ranks.front().env.value_of(variables::kJobSecret.name).value_or(""));
-  return config;
-}
-
 }  // namespace
 
 Environment environment_from(char** envp) {
@@ -387,7 +275,15 @@ int settle_num_proc(const Invocation& inv, const std::optional<DiscoveredStart>&
   int elastic_start_np = 0;
   if (discovered) {
     elastic_start_np = discovered->start_np;
-    options.num_proc = discovered->slots;
+    options.num_proc = discovered->hosts.total_slots();
+  }
+  // Elastic on -H/--hostfile hosts starts on every slot up to --max-np, as horovodrun does (-np is
+  // then how many it needs at the start: --min-np's default).
+  const bool named_hosts = alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile;
+  if (inv.elastic.enabled() && named_hosts) {
+    const int slots = alloc.total_slots();
+    options.num_proc = std::min(slots, inv.elastic.max_np.value_or(slots));
+    elastic_start_np = *options.num_proc;
   }
   // horovodrun's default: a job on this host starts with --min-np.
   if (!options.num_proc && inv.elastic.min_np && options.launcher == LauncherKind::local) {
@@ -473,15 +369,26 @@ void show_plan(const Invocation& inv, const Plan& plan) {
 // Starts the plan's processes and supervises them to the end: ringrun's exit status.
 int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Backend& backend,
              const LauncherChoice& choice, const StoreEndpoint& store, const std::string& job_secret,
-             int elastic_start_np, const std::string& self) {
+             const ElasticStart& elastic_start, const std::string& self) {
   if (inv.elastic.enabled()) {
     // One process per slot; the store is the one run_invocation owns.
+    std::vector<ProcessSpec> slots = backend.elastic_slots(plan, env);
     AddedHostSlots added_host;
-    if (plan.launcher == LauncherKind::srun || plan.launcher == LauncherKind::mpirun)
+    if (plan.launcher == LauncherKind::srun || plan.launcher == LauncherKind::mpirun) {
       added_host = [&backend, &env](const std::string& host, int slots, int first_slot) {
         return backend.elastic_added_host(host, slots, first_slot, env);
       };
-    return run_elastic(backend.elastic_slots(plan, env), elastic_config(inv, plan, elastic_start_np, self, env),
+    } else if (elastic_start.local_host_slots > 0) {
+      // Another name of this machine the script prints later: planned as the first host (every
+      // local name is planned alike); its processes take their own names from their world.
+      const auto first = static_cast<std::ptrdiff_t>(std::min<std::size_t>(slots.size(),
+                                                                           static_cast<std::size_t>(elastic_start.local_host_slots)));
+      added_host = [like = std::vector<ProcessSpec>(slots.begin(), slots.begin() + first)](const std::string&, int n,
+                                                                                            int) {
+        return std::vector<ProcessSpec>(like.begin(), like.begin() + std::min<std::ptrdiff_t>(n, std::ssize(like)));
+      };
+    }
+    return run_elastic(std::move(slots), elastic_config(inv, plan, elastic_start, self, env),
                        inv.supervisor,
                        ElasticStoreAddress{store.ip.value_or("127.0.0.1"), static_cast<std::uint16_t>(store.port),
                                            job_secret},
@@ -518,8 +425,12 @@ int run_invocation(const Invocation& inv, const Environment& env) {
                                          inv.launch.network_interface});
   const std::string self = local_hostname();
   Allocation alloc = gather_allocation(inv, env, self);
-  const std::optional<DiscoveredStart> discovered = discovered_start(inv, self);
-  if (discovered && discovered->hosts) alloc = *discovered->hosts;
+  const double discovery_interval_s = discovery_interval(inv, env);
+  const std::optional<DiscoveredStart> discovered = discovered_start(inv, self, discovery_interval_s);
+  // Hosts of this machine alone replace no allocation: inside one, require_elastic_launcher refuses
+  // the script unless it names other hosts (the job then runs on them through mpirun).
+  if (discovered && (discovered->local_host_slots == 0 || alloc.source == AllocationSource::local))
+    alloc = discovered->hosts;
   LaunchOptions options = inv.launch;
   const LauncherChoice choice = choose_launcher(inv, env, alloc, self);
   options.launcher = choice.kind;
@@ -574,7 +485,15 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   if (!options.ssh_args.empty()) plan.notes.push_back(ssh_note(options));
   show_plan(inv, plan);
   if (inv.dry_run) return 0;
-  return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start_np, self);
+  ElasticStart elastic_start{elastic_start_np, {}, 0, discovery_interval_s, false};
+  if (discovered) {
+    elastic_start.offered = discovered->offered;
+    elastic_start.local_host_slots = discovered->local_host_slots;
+  }
+  const AllocationSource source = in.allocation.source;
+  elastic_start.named_hosts = source == AllocationSource::hosts_flag || source == AllocationSource::hostfile ||
+                              source == AllocationSource::discovery_script;
+  return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start, self);
 }
 
 }  // namespace ringrun

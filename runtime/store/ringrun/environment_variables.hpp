@@ -61,6 +61,13 @@ inline constexpr Variable kMaxHostlist{
     .unit = "names",
     .default_value = "1000000",
     .role = Role::launcher_input};
+inline constexpr Variable kDiscoveryInterval{
+    .name = "RINGRUN_DISCOVERY_INTERVAL",
+    .meaning = "elastic mode: the time from the end of one run of the host discovery script (or of the "
+               "SLURM job's node query) to the next (--discovery-interval wins)",
+    .unit = "seconds",
+    .default_value = "1",
+    .role = Role::launcher_input};
 inline constexpr Variable kSysfsRoot{
     .name = "RINGRUN_SYSFS_ROOT",
     .meaning = "the sysfs tree the RoCE GID index is read from (tests give fixture trees)",
@@ -278,7 +285,7 @@ inline constexpr Variable kElasticEpoch{
 inline constexpr Variable kElasticTimeout{
     .name = "RINGRUN_ELASTIC_TIMEOUT",
     .meaning = "elastic mode: how long to wait for a world to be published and for its members' addresses "
-               "(--elastic-timeout)",
+               "(--elastic-timeout, at least --start-timeout)",
     .unit = "seconds",
     .default_value = "600"};
 
@@ -451,7 +458,7 @@ inline constexpr Variable kHorovodCacheCapacity{
 
 // Every variable above, once. A new variable is a constant above and an entry here.
 inline constexpr std::array kAll = {
-    &kTopologyLoader, &kMaxHostlist, &kSysfsRoot,
+    &kTopologyLoader, &kMaxHostlist, &kSysfsRoot, &kDiscoveryInterval,
     &kLayout, &kHosts, &kGpusPerRank, &kBind, &kCpusPerRank, &kElasticSlot,
     &kRank, &kSize, &kLocalRank, &kLocalSize, &kCrossRank, &kCrossSize, &kHostname,
     &kStoreAddr, &kJobSecret, &kStartTimeout, &kNetworkInterface,
