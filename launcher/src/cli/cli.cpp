@@ -81,7 +81,8 @@ void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::stri
                                                  "than N times (default: no limit)")
       ->type_name("N")
       ->check(whole_number("--reset-limit", "the number of resets", 0, "3"));
-  app.add_option("--blacklist-cooldown-range", cooldown_words, "Elastic mode: retry a failed slot after MIN to MAX "
+  app.add_option("--blacklist-cooldown-range", cooldown_words, "Elastic mode: use a blacklisted host (a failed slot "
+                                                                 "on -np slots or SLURM nodes) again after MIN to MAX "
                                                                  "seconds, longer each time (default: never)")
       ->expected(2)
       ->allow_extra_args(false)  // exactly two: the program follows
