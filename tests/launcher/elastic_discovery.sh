@@ -99,6 +99,8 @@ start_timeout)
   has_line "ringrun: elastic: only 1 of the 3 slots --min-np needs became available within --elastic-timeout 4 s; add hosts or slots, lower --min-np or raise --elastic-timeout; no process started" err
   [ "$(wc -l <"$work/err")" -eq 3 ] || fail "expected three lines: $(cat "$work/err")"
   [ -s "$work/out" ] && fail "a rank started"
+  # A new file: the wait below must see this run's first line, not the last run's.
+  rm -f "$work/err"
   "$ringrun" --min-np 3 --elastic-timeout 60 --host-discovery-script "$discover" sh "$work/rank.sh" 5 \
     >"$work/out" 2>"$work/err" &
   rr=$!
@@ -118,6 +120,20 @@ first_failure)
   has_line "ringrun: --host-discovery-script '$discover' : its first run exited with code 3; fix it to print host\[:slots\] lines and exit 0" err
   [ "$(wc -l <"$work/err")" -eq 2 ] || fail "expected the script's line and ringrun's"
   [ -s "$work/out" ] && fail "a rank started"
+  no_process_left
+  ;;
+first_run_sigkill)
+  # ringrun SIGKILLed while the script's first run (before any rank) hangs with a child: the guard
+  # ends the script's group, child included.
+  printf '%s\n' "sleep 30 & echo \$! >$work/child; wait # $work" >"$work/discover.sh"
+  "$ringrun" --min-np 1 --host-discovery-script "$discover" sh "$work/rank.sh" 5 >"$work/out" 2>"$work/err" &
+  rr=$!
+  for _ in $(seq 200); do [ -s "$work/child" ] && break; sleep 0.05; done
+  [ -s "$work/child" ] || fail "the first run did not start its child"
+  kill -KILL $rr
+  wait $rr 2>/dev/null
+  for _ in $(seq 40); do kill -0 "$(cat "$work/child")" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$(cat "$work/child")" 2>/dev/null && fail "the script's child outlived ringrun"
   no_process_left
   ;;
 foreign_host)

@@ -4,6 +4,7 @@
 #include "common/subprocess.hpp"
 
 #include "supervisor/parts.hpp"
+#include "supervisor/rank_spawn.hpp"
 
 #include <ringrun/process.hpp>
 
@@ -139,10 +140,18 @@ std::optional<DiscoveryResult> DiscoveryRun::result() const {
 DiscoveryResult run_discovery_script(const std::string& script) {
   sigset_t mask;
   ::pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  // Under a guard, as the ranks are: a ringrun SIGKILLed during this run (the first, before any
+  // rank) leaves nothing the script started.
+  RankGuard guard(1);
   // Not ringrun's own mask (main() blocks the supervisor's signals): the script's is the caller's.
   DiscoveryRun run(script, exec_signal_mask(mask), std::chrono::steady_clock::now());
+  guard.watch(run.pid());
   for (;;) {
-    if (auto r = run.result()) return *r;
+    if (auto r = run.result()) {
+      guard.unwatch(run.pid());
+      guard.release();
+      return *r;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now >= run.deadline()) {
       run.kill_for_timeout();
