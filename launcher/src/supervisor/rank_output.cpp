@@ -35,8 +35,11 @@ TagMatch match_srun_label(std::string_view s, int& rank, std::size_t& length) {
   return TagMatch::yes;
 }
 
-// mpirun --tag-output: "[JOB,RANK]<stdout>:", also <stderr> and <stddiag>.
-TagMatch match_mpirun_tag(std::string_view s, int& rank, std::size_t& length) {
+// mpirun --tag-output: "[JOB,RANK]<stdout>:", also <stderr> and <stddiag>. Open MPI 5 (PRRTE)
+// adds a space after the colon: `spaced` is which of the two this mpirun writes, learnt from the
+// first tag (the first chunk of a rank starts a record, kRecordStart, or the shim's own message,
+// never a space). Under Open MPI 4 a chunk cut mid-record may start with a space of the rank's.
+TagMatch match_mpirun_tag(std::string_view s, int& rank, std::size_t& length, std::optional<bool>& spaced) {
   if (s.empty()) return TagMatch::incomplete;
   if (s[0] != '[') return TagMatch::no;
   std::size_t i = 1;
@@ -55,8 +58,13 @@ TagMatch match_mpirun_tag(std::string_view s, int& rank, std::size_t& length) {
   for (std::string_view stream : {"<stdout>:", "<stderr>:", "<stddiag>:"}) {
     if (rest.size() < stream.size() && stream.starts_with(rest)) return TagMatch::incomplete;
     if (rest.starts_with(stream)) {
+      if (!spaced) {
+        if (rest.size() == stream.size()) return TagMatch::incomplete;  // a space may follow
+        spaced = rest[stream.size()] == ' ';
+      }
       rank = std::stoi(std::string(s.substr(vpid, i - 1 - vpid)));
-      length = i + stream.size();
+      length = i + stream.size() + (*spaced ? 1 : 0);
+      if (*spaced && rest.size() == stream.size()) return TagMatch::incomplete;
       return TagMatch::yes;
     }
   }
@@ -134,7 +142,7 @@ void LauncherOutputDecoder::finish(const Sink& sink) {
 void LauncherOutputDecoder::parse(bool at_eof, const Sink& sink) {
   const std::string_view view(pending_);
   auto match = [&](std::string_view s, int& rank, std::size_t& length) {
-    TagMatch m = kind_ == OutputRetag::mpirun_tag ? match_mpirun_tag(s, rank, length)
+    TagMatch m = kind_ == OutputRetag::mpirun_tag ? match_mpirun_tag(s, rank, length, mpirun_spaced_)
                                                   : match_srun_label(s, rank, length);
     return m == TagMatch::incomplete && at_eof ? TagMatch::no : m;
   };

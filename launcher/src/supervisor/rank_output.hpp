@@ -61,6 +61,7 @@ class LauncherOutputDecoder {
   OutputRetag kind_;
   std::string pending_;         // bytes not parsed yet (a tag may be cut)
   std::optional<int> current_;  // whose bytes these are, after a tag and until a newline
+  std::optional<bool> mpirun_spaced_;  // mpirun's tags end in ": " (Open MPI 5), not ":" (4.1)
   std::map<int, Source> sources_;
 };
 
