@@ -345,6 +345,17 @@ mpirun5_backend)
     tail -n 1 | sed 's/ranks [0-9]*//')
   [ -n "$one" ] && [ "$one" = "$two" ] || fail "runtime under Open MPI 5: '$two' vs '$one'"
   "$ringrun" check-build | grep -E 'mpirun.*5\.0' >/dev/null || fail "check-build: $("$ringrun" check-build | grep -i mpirun)"
+  # Elastic on -H hosts, each member an mpirun (prterun) of its own: id 1 on 127.0.0.1 dies, its
+  # host is blacklisted, id 2 there is removed, id 0 finishes alone; one elastic line, exit 0.
+  if [ -x "$build/tests/runtime_elastic_rank" ]; then
+    timeout 90 "$ringrun" --launcher mpirun -H localhost:1,127.0.0.1:2 --min-np 1 "$build/tests/runtime_elastic_rank" 1 10 40 \
+      >"$work/out" 2>"$work/err"
+    expect_rc $? 0 "(elastic) $(tail -n 5 "$work/err")"
+    [ "$(grep -c '^ringrun: elastic:' "$work/err")" -eq 1 ] || fail "elastic lines: $(grep '^ringrun' "$work/err")"
+    grep -qE '^ringrun: elastic: rank 1 \(id 1, host 127\.0\.0\.1\) exited with code 137 \(host 127\.0\.0\.1 is blacklisted\); world 1 has 1 rank' "$work/err" ||
+      fail "elastic line: $(grep '^ringrun' "$work/err")"
+    grep -qE '^\[0\]<stdout>:DONE id=0 epoch=1 rank=0 size=1 step=40$' "$work/out" || fail "elastic: $(tail -n 5 "$work/out")"
+  fi
   ;;
 subcommands)
   # topo: the table and JSON of a real machine's export, and the slots of -np ranks.
