@@ -442,10 +442,6 @@ TEST_CASE("discovery: this host's names, and the first run's verdict") {
   const std::vector<HostSlots> two = first_discovered_hosts(DiscoveryResult{true, "localhost:2\nn7:4\n", ""}, "d.sh", 0);
   CHECK(text(two) == "localhost:2 n7:4 ");
   CHECK(total_slots(two) == 6);
-  // This host's names are one host, where its first line stands.
-  CHECK(text(merge_this_host({{"n7", 1, {}}, {"localhost", 2, {}}, {"n8", 1, {}}, {"n1", 3, {}}, {"127.0.0.1", 1, {}}},
-                             "n1.example.org")) == "n7:1 localhost:6 n8:1 ");
-  CHECK(text(merge_this_host({{"n7", 1, {}}}, "n1")) == "n7:1 ");
   CHECK(total_slots({{"a", std::numeric_limits<int>::max(), {}}, {"b", 5, {}}}) == std::numeric_limits<int>::max());
   CHECK(first_discovered_hosts(DiscoveryResult{true, "\n", ""}, "d.sh", 0).empty());  // waits for --min-np
   CHECK(error_of([] { first_discovered_hosts(DiscoveryResult{true, "localhost\n", ""}, "d.sh", 0); })

@@ -58,11 +58,6 @@ std::vector<HostSlots> usable_job_nodes(std::string_view output) {
   return nodes;
 }
 
-// "every second", "every 0.01 s": how often the discovery script runs.
-std::string every(double interval_s) {
-  return interval_s == 1 ? std::string("every second") : fmt::format("every {} s", interval_s);
-}
-
 }  // namespace
 
 int ElasticConfig::capacity() const {
@@ -482,7 +477,7 @@ ElasticActions ElasticCoordinator::on_discovery(const DiscoveryResult& result, S
                                           discovery_name(), last_discovery_error_,
                                           config_.hosts.size() == 1 ? "this host's" : "the hosts'",
                                           plural(static_cast<std::size_t>(kept), "slot", "slots"),
-                                          every(config_.discovery_interval_s))});
+                                          DiscoveryPollPolicy::every(config_.discovery_interval_s))});
     return out;
   }
   if (*offered == offered_) return out;

@@ -30,6 +30,7 @@ namespace ringrun {
 // (one reset per failure). A process started through mpirun is reaped once mpirun has noticed and
 // torn its job down, which took over 1 s in the test cluster: ElasticConfig::reset_settle_s, 3 s.
 inline constexpr std::chrono::milliseconds kResetSettle{200};
+inline constexpr std::chrono::seconds kMpirunResetSettle{3};
 
 struct ElasticConfig {
   // The plan's hosts in its order, each with the ranks the plan gave it: slot i of host h is the
@@ -54,14 +55,14 @@ struct ElasticConfig {
   // that starts for a world takes a start's time to arrive, so at least --start-timeout.
   double rank_timeout_s = 600;
   double grace_period_s = 10;            // --grace-period: how long the others may finish after a success
-  double reset_settle_s = std::chrono::duration<double>(kResetSettle).count();  // 3 s through mpirun
+  double reset_settle_s = std::chrono::duration<double>(kResetSettle).count();  // kMpirunResetSettle through mpirun
   std::uint64_t seed = 0;                // the cooldowns' jitter
   // --host-discovery-script (empty: none): the slots on offer follow its runs (on_discovery),
   // at most the plan's slots of each host; its first run (launch.cpp's, which sized the plan)
   // offered start_np or more.
   std::string discovery_script;
   int slots_per_host = 0;                // --slots-per-host (0: not given)
-  double discovery_interval_s = 1;       // --discovery-interval: from the end of one run to the next
+  double discovery_interval_s = DiscoveryPollPolicy::kIntervalSeconds;  // --discovery-interval
   std::string self;                      // gethostname: which names the script prints are this host
   // The script is ringrun's own query of the SLURM job's nodes: one name per line, then `---` and
   // the drained ones. A node listed and not drained offers all of its plan's slots; it is named

@@ -137,19 +137,19 @@ std::optional<DiscoveryResult> DiscoveryRun::result() const {
   return r;
 }
 
-DiscoveryResult run_discovery_script(const std::string& script) {
+namespace {
+
+// Runs the script to the end (the start's runs, before anything starts), its group watched by
+// `guard`.
+DiscoveryResult run_discovery_script(const std::string& script, RankGuard& guard) {
   sigset_t mask;
   ::pthread_sigmask(SIG_SETMASK, nullptr, &mask);
-  // Under a guard, as the ranks are: a ringrun SIGKILLed during this run (the first, before any
-  // rank) leaves nothing the script started.
-  RankGuard guard(1);
   // Not ringrun's own mask (main() blocks the supervisor's signals): the script's is the caller's.
   DiscoveryRun run(script, exec_signal_mask(mask), std::chrono::steady_clock::now());
   guard.watch(run.pid());
   for (;;) {
     if (auto r = run.result()) {
       guard.unwatch(run.pid());
-      guard.release();
       return *r;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -171,15 +171,14 @@ DiscoveryResult run_discovery_script(const std::string& script) {
   }
 }
 
-namespace {
-
 void tell(const std::string& line) {
   const std::string text = line + "\n";
   (void)!::write(STDERR_FILENO, text.data(), text.size());
 }
 
-// Sleeps until `until` (the next run, at most --elastic-timeout away), or throws LaunchError (128+signal) for SIGINT, SIGTERM
-// or SIGHUP: main() blocked them, so they wait here as pending signals and nothing has started.
+// Sleeps until `until` (the next run, at most --elastic-timeout away), or throws LaunchError
+// (128+signal) for SIGINT, SIGTERM or SIGHUP: main() blocked them, so they wait here as pending
+// signals and nothing has started.
 void pause_for_next_run(SteadyTime until) {
   const sigset_t signals = supervisor_signals();
   for (;;) {
@@ -199,13 +198,19 @@ void pause_for_next_run(SteadyTime until) {
 
 StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, const std::string& self, int min_np,
                                 double timeout_s, bool other_hosts, double interval_s) {
+  // The runs before any rank, under a guard as the ranks are: a ringrun SIGKILLed during one leaves
+  // nothing the script started.
+  RankGuard guard(1);
   StartHosts start;
-  start.hosts = first_discovered_hosts(run_discovery_script(script), script, slots_per_host);
+  start.hosts = first_discovered_hosts(run_discovery_script(script, guard), script, slots_per_host);
   start.other_hosts = other_hosts || !split_local_hosts(start.hosts, self).foreign.empty();
   // Once a run names another host, every host's slots count; until then this host's.
   auto offered = [&] { return start.other_hosts ? total_slots(start.hosts) : split_local_hosts(start.hosts, self).slots; };
   int found = offered();
-  if (found >= min_np) return start;
+  if (found >= min_np) {
+    guard.release();
+    return start;
+  }
   const std::string origin = fmt::format("--host-discovery-script '{}'", script);
   tell(fmt::format("ringrun: elastic: {} offers {} slot{}{}, fewer than the {} the job starts with "
                    "(--min-np, else -np); waiting up to {} s (--elastic-timeout) for more",
@@ -221,7 +226,7 @@ StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, c
                         1);
     pause_for_next_run(std::min(give_up, now + std::chrono::duration_cast<SteadyTime::duration>(
                                                     std::chrono::duration<double>(interval_s))));
-    const DiscoveryResult result = run_discovery_script(script);
+    const DiscoveryResult result = run_discovery_script(script, guard);
     try {
       if (!result.ok) throw InputError(result.error);
       start.hosts = parse_discovered_hosts(result.output, slots_per_host, origin);
@@ -230,11 +235,12 @@ StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, c
       failing = false;
     } catch (const InputError& e) {
       if (!failing)
-        tell(fmt::format("ringrun: elastic: {} failed ({}); retrying every {}", origin, e.what(),
-                         interval_s == 1 ? std::string("second") : fmt::format("{} s", interval_s)));
+        tell(fmt::format("ringrun: elastic: {} failed ({}); retrying {}", origin, e.what(),
+                         DiscoveryPollPolicy::every(interval_s)));
       failing = true;
     }
   }
+  guard.release();
   return start;
 }
 

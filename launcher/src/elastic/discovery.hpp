@@ -1,8 +1,8 @@
 // Running --host-discovery-script (ringrun(1), Elastic mode): one run at a time, through
 // /bin/sh -c, in its own process group, its stdout read through a pipe, bounded by
 // kDiscoveryTimeout. The supervisor drives a run from its poll loop (fd(), read_some(),
-// on_reaped(), kill()) so that a slow script never stalls the loop; launch.cpp runs the first one
-// to the end with run_discovery_script(). What the output means is elastic/hosts.hpp's (pure);
+// on_reaped(), kill()) so that a slow script never stalls the loop; the start's runs go to the end
+// in wait_for_start_hosts(). What the output means is elastic/hosts.hpp's (pure);
 // this file only runs the script.
 #pragma once
 
@@ -53,9 +53,6 @@ class DiscoveryRun {
   bool too_long_ = false;
 };
 
-// Runs the script to the end (launch.cpp's first run, before anything starts).
-DiscoveryResult run_discovery_script(const std::string& script);
-
 // The job's start: runs the script until it offers at least `min_np` slots, once a second for at
 // most `timeout_s` (--elastic-timeout; Horovod's wait_for_available_slots), saying so in one line
 // when the first run offers fewer. The slots counted are this host's until a run names another
@@ -68,6 +65,7 @@ struct StartHosts {
   bool other_hosts = false;      // every host's slots count (the job starts through mpirun)
 };
 StartHosts wait_for_start_hosts(const std::string& script, int slots_per_host, const std::string& self, int min_np,
-                                double timeout_s, bool other_hosts, double interval_s = 1);
+                                double timeout_s, bool other_hosts,
+                                double interval_s = DiscoveryPollPolicy::kIntervalSeconds);
 
 }  // namespace ringrun

@@ -99,22 +99,6 @@ std::vector<HostSlots> first_discovered_hosts(const DiscoveryResult& result, std
   return parse_discovered_hosts(result.output, slots_per_host, origin);
 }
 
-std::vector<HostSlots> merge_this_host(const std::vector<HostSlots>& hosts, std::string_view self) {
-  std::vector<HostSlots> merged;
-  std::optional<std::size_t> local;
-  for (const HostSlots& h : hosts) {
-    if (!names_this_host(h.name, self)) {
-      merged.push_back(h);
-    } else if (!local) {
-      local = merged.size();
-      merged.push_back(h);
-    } else {
-      merged[*local].slots = total_slots({merged[*local], h});
-    }
-  }
-  return merged;
-}
-
 int total_slots(const std::vector<HostSlots>& hosts) {
   long long slots = 0;
   for (const HostSlots& host : hosts) slots = std::min<long long>(slots + host.slots, std::numeric_limits<int>::max());
@@ -333,6 +317,10 @@ std::string elastic_timeout_message(int available_slots, int min_np, double elas
 }
 
 // ---- Poll policy -----------------------------------------------------------------------------------
+
+std::string DiscoveryPollPolicy::every(double interval_s) {
+  return interval_s == kIntervalSeconds ? std::string("every second") : fmt::format("every {} s", interval_s);
+}
 
 DiscoveryPollPolicy::Decision DiscoveryPollPolicy::on_result(bool ok, SteadyTime now) {
   const bool first = !first_run_done_;

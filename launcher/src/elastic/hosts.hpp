@@ -68,11 +68,6 @@ std::vector<HostSlots> first_discovered_hosts(const DiscoveryResult& result, std
 // The slots of `hosts` in all (saturating, as assign_elastic_world's count).
 int total_slots(const std::vector<HostSlots>& hosts);
 
-// `hosts` with this host's lines (localhost, 127.0.0.1, its name...) as one host, named as the
-// first of them and where it stands, with their slots added up: the coordinator counts a later
-// run's lines for this host the same way.
-std::vector<HostSlots> merge_this_host(const std::vector<HostSlots>& hosts, std::string_view self);
-
 // ---- Blacklist with cooldown (--blacklist-cooldown-range MIN MAX) ----------------------------
 
 // Horovod's limits: MIN at least 1 s, MAX at most 3600 s.
@@ -222,6 +217,9 @@ std::string elastic_timeout_message(int available_slots, int min_np, double elas
 class DiscoveryPollPolicy {
  public:
   static constexpr std::chrono::seconds kInterval{1};  // Horovod's DISCOVER_HOSTS_FREQUENCY_SECS
+  static constexpr double kIntervalSeconds = static_cast<double>(kInterval.count());
+  // "every second", "every 0.01 s": how often the script runs, for messages.
+  static std::string every(double interval_s);
 
   explicit DiscoveryPollPolicy(std::chrono::duration<double> interval = kInterval)
       : interval_(std::chrono::duration_cast<SteadyTime::duration>(interval)) {}

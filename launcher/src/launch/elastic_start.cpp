@@ -32,7 +32,7 @@ std::string allocation_node_query(const Environment& env) {
 double discovery_interval(const Invocation& inv, const Environment& env) {
   if (inv.elastic.discovery_interval_s) return *inv.elastic.discovery_interval_s;
   const auto it = env.find(variables::kDiscoveryInterval.name);
-  if (it == env.end() || it->second.empty()) return 1;
+  if (it == env.end() || it->second.empty()) return DiscoveryPollPolicy::kIntervalSeconds;
   double seconds = 0;
   const std::string& text = it->second;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
@@ -133,7 +133,8 @@ ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, const Elas
   config.elastic_timeout_s = e.elastic_timeout_s;
   config.rank_timeout_s = std::max(e.elastic_timeout_s, plan.start_timeout_s);
   config.grace_period_s = inv.supervisor.grace_period_s;
-  if (plan.launcher == LauncherKind::mpirun) config.reset_settle_s = 3;
+  if (plan.launcher == LauncherKind::mpirun)
+    config.reset_settle_s = std::chrono::duration<double>(kMpirunResetSettle).count();
   config.seed = std::hash<std::string>{}(plan.ranks.front().env.value_of(variables::kJobSecret.name).value_or(""));
   return config;
 }

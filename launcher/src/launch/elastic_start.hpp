@@ -46,7 +46,7 @@ struct ElasticStart {
   int start_np = 0;                 // the first world's ranks (0: the plan's)
   std::vector<int> offered;         // each plan host's slots in it (empty: start_np in plan order)
   int local_host_slots = 0;         // DiscoveredStart's
-  double discovery_interval_s = 1;  // discovery_interval()
+  double discovery_interval_s = DiscoveryPollPolicy::kIntervalSeconds;  // discovery_interval()
   bool named_hosts = false;         // the user named the hosts (-H, --hostfile, a discovery script)
 };
 

@@ -381,10 +381,9 @@ int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Ba
     } else if (elastic_start.local_host_slots > 0) {
       // Another name of this machine the script prints later: planned as the first host (every
       // local name is planned alike); its processes take their own names from their world.
-      const auto first = static_cast<std::ptrdiff_t>(std::min<std::size_t>(slots.size(),
-                                                                           static_cast<std::size_t>(elastic_start.local_host_slots)));
-      added_host = [like = std::vector<ProcessSpec>(slots.begin(), slots.begin() + first)](const std::string&, int n,
-                                                                                            int) {
+      std::vector<ProcessSpec> like(slots.begin(),
+                                    slots.begin() + std::min<std::ptrdiff_t>(std::ssize(slots), elastic_start.local_host_slots));
+      added_host = [like = std::move(like)](const std::string&, int n, int) {
         return std::vector<ProcessSpec>(like.begin(), like.begin() + std::min<std::ptrdiff_t>(n, std::ssize(like)));
       };
     }
