@@ -1,7 +1,7 @@
 // The mpirun backend's command line: every variable travels by name (-x), never by value: the
 // plan's shared ones, and ringrun's own environment as horovodrun passes it, less what each node
 // has of its own (ringrun(1), DESCRIPTION); horovodrun's -p/-i only in mpirun's own environment.
-#include "backend/backend.hpp"
+#include "backend/table.hpp"
 
 #include <ringrun/plan.hpp>
 

@@ -15,7 +15,9 @@
 
 namespace ringrun {
 
-enum class LauncherKind { automatic, local, srun, mpirun };
+// How the ranks start (a row each in launcher/src/backend/table.hpp). pod: every pod of a
+// Kubernetes job runs ringrun, which starts that pod's ranks (README, On Kubernetes).
+enum class LauncherKind { automatic, local, srun, mpirun, pod };
 const char* to_string(LauncherKind);
 
 // NCCL knobs from the command line. Each is also passed to every rank as a RINGRUN_* variable so

@@ -1,10 +1,11 @@
-// A backend turns a Plan into the processes the supervisor starts. One interface; the local,
-// srun and mpirun implementations live beside it.
+// A backend turns a Plan into the processes the supervisor starts. One interface; each
+// implementation is one file beside it, and one row of backend/table.hpp says when it is used.
 #pragma once
 
 #include <ringrun/plan.hpp>
 #include <ringrun/process.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -13,6 +14,8 @@ namespace ringrun {
 class Backend {
  public:
   virtual ~Backend() = default;
+  // How the processes' output names ranks (its row's, set by make_backend).
+  OutputRetag retag = OutputRetag::none;
   // The command line the backend runs, for --dry-run and --verbose (local: the program itself).
   virtual std::vector<std::string> command(const Plan& plan, const LaunchOptions& options,
                                            const Environment& env) const = 0;
@@ -34,10 +37,13 @@ class Backend {
   }
 };
 
-std::unique_ptr<Backend> make_backend(LauncherKind kind);
-
 // The SLURM allocation in ringrun's environment, if any (nullopt outside a job).
 std::optional<Allocation> allocation_from_environment(const Environment& env);
+
+// The plan's ranks that `starts_here` picks, as children of ringrun on this host (the local and
+// pod backends), the first of them reading ringrun's stdin.
+std::vector<ProcessSpec> child_processes(const Plan& plan, const Environment& env,
+                                         const std::function<bool(const RankSlot&)>& starts_here);
 
 // NAME=VALUE strings: `base` overlaid by `overrides`.
 std::vector<std::string> merge_environment(const Environment& base, const EnvironmentMap& overrides);

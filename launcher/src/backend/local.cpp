@@ -15,31 +15,36 @@ class LocalBackend final : public Backend {
   }
 
   std::vector<ProcessSpec> processes(const Plan& plan, const Environment& env) const override {
-    std::vector<ProcessSpec> out;
-    out.reserve(plan.ranks.size());
-    std::string executable;
-    for (const RankSlot& r : plan.ranks) {
-      ProcessSpec p;
-      p.rank = r.rank;
-      p.host = r.host;
-      p.label = "rank";
-      p.argv = plan.command;
-      p.env = merge_environment(env, r.env.to_map());
-      p.cpus = r.cpus;
-      p.stdin_inherit = r.rank == 0;
-      // PATH is ringrun's unless -x changed it for the ranks; resolved once, before anything starts.
-      if (executable.empty()) {
-        std::string path = r.env.value_of("PATH").value_or(search_path(env));
-        executable = resolve_program(plan.command.at(0), path);
-      }
-      p.executable = executable;
-      out.push_back(std::move(p));
-    }
-    return out;
+    return child_processes(plan, env, [](const RankSlot&) { return true; });
   }
 };
 
 }  // namespace
+
+std::vector<ProcessSpec> child_processes(const Plan& plan, const Environment& env,
+                                         const std::function<bool(const RankSlot&)>& starts_here) {
+  std::vector<ProcessSpec> out;
+  std::string executable;
+  for (const RankSlot& r : plan.ranks) {
+    if (!starts_here(r)) continue;
+    ProcessSpec p;
+    p.rank = r.rank;
+    p.host = r.host;
+    p.label = "rank";
+    p.argv = plan.command;
+    p.env = merge_environment(env, r.env.to_map());
+    p.cpus = r.cpus;
+    p.stdin_inherit = out.empty();
+    // PATH is ringrun's unless -x changed it for the ranks; resolved once, before anything starts.
+    if (executable.empty()) {
+      std::string path = r.env.value_of("PATH").value_or(search_path(env));
+      executable = resolve_program(plan.command.at(0), path);
+    }
+    p.executable = executable;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
 
 std::vector<std::string> merge_environment(const Environment& base, const EnvironmentMap& overrides) {
   std::vector<std::string> out;

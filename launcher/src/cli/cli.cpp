@@ -1,5 +1,6 @@
 #include <ringrun/cli.hpp>
 
+#include "backend/table.hpp"
 #include "cli/horovodrun.hpp"
 #include "cli/values.hpp"
 #include "elastic/hosts.hpp"
@@ -16,6 +17,13 @@
 
 namespace ringrun {
 namespace {
+
+// --launcher's words: auto, then the backends' names (backend/table.hpp).
+std::vector<std::string> launcher_choices() {
+  std::vector<std::string> words = {"auto"};
+  for (const BackendRow& row : backend_rows()) words.emplace_back(to_string(row.kind));
+  return words;
+}
 
 using cli_values::number;
 using cli_values::one_of;
@@ -200,9 +208,10 @@ void add_job_options(CLI::App& app, Invocation& inv, RawChoices& raw) {
   app.add_option("--jobid", inv.job_id, "Plan for this running SLURM job, read through libslurm (e.g. from a login "
                                        "node, with --dry-run)")
       ->type_name("ID");
-  app.add_option("--launcher", raw.launcher, "auto (srun in a SLURM allocation, mpirun for remote -H hosts and for "
-                                         "MPI programs, else local), local, srun or mpirun")
-      ->check(one_of("--launcher", {"auto", "local", "srun", "mpirun"}, "auto, local, srun or mpirun"));
+  app.add_option("--launcher", raw.launcher, "auto (pod in a per-pod Kubernetes job, srun in a SLURM allocation, "
+                                         "mpirun for other hosts (-H, an MPIJob) and for MPI programs, else local), " +
+                                         backend_names(" or "))
+      ->check(one_of("--launcher", launcher_choices(), "auto, " + backend_names(" or ")));
   app.add_option("--srun-mpi", L.srun_mpi, "auto (default: PMIx when srun offers it), pmix or none; none skips "
                                          "PMIx setup (about 170 ms a step) for programs that use no MPI")
       ->check(one_of("--srun-mpi", {"auto", "pmix", "none"}, "auto, pmix or none"));
@@ -385,9 +394,7 @@ Invocation parse_command_line(const std::vector<std::string>& args) {
   }
   check_elastic_options(app, inv.elastic, raw.cooldown_words, L);
   cli_horovodrun::apply(app, horovodrun, inv, raw.launcher);
-  if (raw.launcher == "local") L.launcher = LauncherKind::local;
-  else if (raw.launcher == "srun") L.launcher = LauncherKind::srun;
-  else if (raw.launcher == "mpirun") L.launcher = LauncherKind::mpirun;
+  if (const BackendRow* row = backend_named(raw.launcher)) L.launcher = row->kind;
   L.node.bind = raw.bind != "none";
   L.mem_bind_local = raw.mem_bind == "local";
   inv.supervisor.tag_output = !raw.no_tag;

@@ -2,6 +2,7 @@
 // coordinator's settings (launch/elastic_start.hpp).
 #include "launch/elastic_start.hpp"
 
+#include "backend/table.hpp"
 #include "elastic/discovery.hpp"
 
 #include <ringrun/environment_variables.hpp>
@@ -83,15 +84,11 @@ void require_elastic_launcher(const Invocation& inv, LauncherKind launcher, cons
     throw InputError(fmt::format("--host-discovery-script '{}' : with -H/--hostfile hosts elastic mode follows the "
                                  "hosts named at the start; leave the script or the hosts out",
                                  *inv.elastic.discovery_script));
-  if (launcher == LauncherKind::local) return;
-  const bool fits = (launcher == LauncherKind::srun && alloc.source == AllocationSource::slurm_env) ||
-                    (launcher == LauncherKind::mpirun &&
-                     (named_hosts || alloc.source == AllocationSource::discovery_script));
-  if (!fits)
+  if (!backend_row(launcher).elastic_fits(alloc))
     throw InputError(fmt::format("elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation "
-                                 "(sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would "
-                                 "start its ranks with {}; use --launcher local, srun inside an allocation, or mpirun "
-                                 "with -H",
+                                 "(sbatch/salloc) by srun, or on -H/--hostfile or an MPIJob's hosts by mpirun, but "
+                                 "this job would start its ranks with {}; use --launcher local, srun inside an "
+                                 "allocation, or mpirun with -H",
                                  to_string(launcher)));
   if (inv.elastic.discovery_script && alloc.source != AllocationSource::discovery_script)
     throw InputError(fmt::format("--host-discovery-script '{}' : with an allocation elastic mode follows the job's "

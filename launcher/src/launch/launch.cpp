@@ -1,6 +1,6 @@
 #include <ringrun/launch.hpp>
 
-#include "backend/backend.hpp"
+#include "backend/table.hpp"
 #include "common/subprocess.hpp"
 #include "doctor/doctor.hpp"
 #include "elastic/discovery.hpp"
@@ -10,6 +10,7 @@
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
 #include "launch/elastic_start.hpp"
+#include "launch/kubernetes.hpp"
 #include "launch/mpi_programs.hpp"
 
 #include <ringrun/environment_variables.hpp>
@@ -46,10 +47,13 @@ std::string local_hostname() {
   return name;
 }
 
+// This host by name: its hostname, its short name, or a name under it (a pod's FQDN
+// job-worker-0.job.default.svc for hostname job-worker-0: an MPIJob's launcher as a worker).
 bool is_local_host(const std::string& host, const std::string& self) {
   if (host == "localhost" || host == "127.0.0.1" || host == "::1" || host == self) return true;
   auto dot = self.find('.');
-  return dot != std::string::npos && host == self.substr(0, dot);
+  if (dot != std::string::npos && host == self.substr(0, dot)) return true;
+  return dot == std::string::npos && host.size() > self.size() && host.starts_with(self) && host[self.size()] == '.';
 }
 
 std::string job_secret() {
@@ -84,7 +88,8 @@ int free_port() {
   return port;
 }
 
-Allocation gather_allocation(const Invocation& inv, const Environment& env, const std::string& self) {
+Allocation gather_allocation(const Invocation& inv, const Environment& env, const std::string& self,
+                             const PodJob& job) {
   if (inv.hosts) return parse_hosts_flag(*inv.hosts);
   if (inv.hostfile) {
     std::ifstream in(*inv.hostfile);
@@ -96,6 +101,17 @@ Allocation gather_allocation(const Invocation& inv, const Environment& env, cons
   }
   if (inv.job_id) return allocation_from_job(*inv.job_id);
   if (auto slurm = allocation_from_environment(env)) return *slurm;
+  if (job.mpijob) return read_mpijob_hostfile(*job.mpijob);
+  if (job.pod) {
+    int gpus = 0;
+    if (!job.pod->nproc_per_node) gpus = static_cast<int>(topology::usable_gpu_count(topology::load_live_cached(), inv.launch.node));
+    Allocation pods = pod_allocation(*job.pod, pod_ranks(*job.pod, gpus), self);
+    if (inv.launch.num_proc && *inv.launch.num_proc != pods.total_slots())
+      throw InputError(fmt::format("-np {} : a per-pod job has PET_NNODES x ranks per pod = {} ranks; leave -np out "
+                                   "or set PET_NPROC_PER_NODE",
+                                   *inv.launch.num_proc, pods.total_slots()));
+    return pods;
+  }
   Allocation local;
   local.source = AllocationSource::local;
   local.hosts.push_back(HostSlots{self, 0, {}});
@@ -112,24 +128,13 @@ LauncherKind resolve_launcher(LauncherKind requested, const Allocation& alloc, c
                                      "host ({}); use --launcher mpirun or srun",
                                      h.name, self));
   }
+  if (requested == LauncherKind::pod && alloc.source != AllocationSource::pod)
+    throw InputError("--launcher pod starts one pod's ranks of a per-pod Kubernetes job, but PET_NNODES is not set "
+                     "here; run it in the job's pods (README, On Kubernetes), or use --launcher auto");
   if (requested != LauncherKind::automatic) return requested;
-  if (alloc.source == AllocationSource::slurm_env || alloc.source == AllocationSource::slurm_job)
-    return LauncherKind::srun;
-  return all_local ? LauncherKind::local : LauncherKind::mpirun;
-}
-
-// The MPI plugins srun offers (`srun --mpi=list`, asked without a shell); empty when srun is
-// absent or gives no answer within kSrunMpiListTimeout.
-std::vector<std::string> srun_mpi_plugins(const Environment& env) {
-  std::string srun;
-  try {
-    srun = resolve_program("srun", search_path(env));
-  } catch (const LaunchError&) {
-    return {};
-  }
-  auto result = run_program({srun, {srun, "--mpi=list"}, std::nullopt, kSrunMpiListTimeout, ErrorOutput::captured});
-  if (!result || result->timed_out) return {};
-  return parse_srun_mpi_list(result->output);
+  for (const BackendRow& row : backend_rows())
+    if (row.detects(alloc, all_local)) return row.kind;
+  return LauncherKind::mpirun;
 }
 
 // The sysfs tree NCCL facts are read from: RINGRUN_SYSFS_ROOT (tests' fixture trees), else /sys.
@@ -233,7 +238,7 @@ struct LauncherChoice {
 };
 
 LauncherChoice choose_launcher(const Invocation& inv, const Environment& env, const Allocation& alloc,
-                               const std::string& self) {
+                               const std::string& self, const PodJob& job) {
   LauncherChoice choice;
   choice.kind = resolve_launcher(inv.launch.launcher, alloc, self);
   // An MPI program on this host alone goes under mpirun, which makes its ranks one MPI world.
@@ -251,13 +256,18 @@ LauncherChoice choose_launcher(const Invocation& inv, const Environment& env, co
     choice.kind = LauncherKind::mpirun;
   }
   if (inv.elastic.enabled()) require_elastic_launcher(inv, choice.kind, alloc);
+  std::vector<std::string> remote;
+  for (const auto& h : alloc.hosts)
+    if (!is_local_host(h.name, self)) remote.push_back(h.name);
+  // An MPIJob's workers: a pod's DNS record appears once the pod is ready, which may be after the
+  // launcher starts (README, On Kubernetes).
+  if (!inv.dry_run && backend_row(choice.kind).uses_ssh && alloc.source == AllocationSource::mpijob)
+    wait_for_dns(remote, fmt::format("the MPIJob hostfile '{}'", job.mpijob->hostfile),
+                 inv.launch.start_timeout_s.value_or(default_start_timeout(alloc.hosts.size())));
   // Every host named before anything starts on one (mpirun's ssh would report them one by one).
-  if (!inv.dry_run && choice.kind == LauncherKind::mpirun &&
+  if (!inv.dry_run && backend_row(choice.kind).uses_ssh &&
       (alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile ||
        alloc.source == AllocationSource::discovery_script)) {
-    std::vector<std::string> remote;
-    for (const auto& h : alloc.hosts)
-      if (!is_local_host(h.name, self)) remote.push_back(h.name);
     require_resolvable_hosts(remote,
                              inv.hosts      ? fmt::format("-H '{}'", *inv.hosts)
                              : inv.hostfile ? fmt::format("--hostfile '{}'", *inv.hostfile)
@@ -279,7 +289,8 @@ int settle_num_proc(const Invocation& inv, const std::optional<DiscoveredStart>&
   }
   // Elastic on -H/--hostfile hosts starts on every slot up to --max-np, as horovodrun does (-np is
   // then how many it needs at the start: --min-np's default).
-  const bool named_hosts = alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile;
+  const bool named_hosts = alloc.source == AllocationSource::hosts_flag || alloc.source == AllocationSource::hostfile ||
+                           alloc.source == AllocationSource::mpijob;
   if (inv.elastic.enabled() && named_hosts) {
     const int slots = alloc.total_slots();
     options.num_proc = std::min(slots, inv.elastic.max_np.value_or(slots));
@@ -311,7 +322,7 @@ void choose_interface(const Invocation& inv, const LaunchOptions& options, const
                       const std::optional<topology::Topology>& topo, PlanInputs& in) {
   if (options.network_interface) return;
   const Allocation& allocation = in.allocation;
-  if (!inv.dry_run && options.launcher != LauncherKind::local && allocation.hosts.size() > 1 &&
+  if (!inv.dry_run && backend_row(options.launcher).reaches_hosts && allocation.hosts.size() > 1 &&
       allocation.source != AllocationSource::slurm_job) {
     std::vector<std::string> names;
     for (const auto& h : allocation.hosts) names.push_back(h.name);
@@ -332,8 +343,18 @@ struct StoreEndpoint {
 };
 
 StoreEndpoint open_store(const Invocation& inv, const LaunchOptions& options, PlanInputs& in, bool single_local,
-                         const std::string& self) {
+                         const std::string& self, const std::optional<PodContract>& pod) {
   StoreEndpoint store;
+  // A per-pod job: pod 0 holds the store at PET_MASTER_PORT, every pod's ranks reach it at
+  // PET_MASTER_ADDR (a name the other pods resolve).
+  if (pod) {
+    store.port = pod->master_port;
+    if (!inv.dry_run && pod->node_rank == 0)
+      store.server = std::make_unique<store::Server>("0.0.0.0", static_cast<std::uint16_t>(pod->master_port),
+                                                     in.job_secret);
+    in.store_addr = fmt::format("{}:{}", pod->master_addr, pod->master_port);
+    return store;
+  }
   // Ranks on other nodes reach the store at this host's address on the chosen interface (a name
   // need not resolve there); without one, at this host's name.
   if (!single_local && (options.network_interface || in.chosen_interface))
@@ -374,7 +395,7 @@ int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Ba
     // One process per slot; the store is the one run_invocation owns.
     std::vector<ProcessSpec> slots = backend.elastic_slots(plan, env);
     AddedHostSlots added_host;
-    if (plan.launcher == LauncherKind::srun || plan.launcher == LauncherKind::mpirun) {
+    if (backend_row(plan.launcher).reaches_hosts) {
       added_host = [&backend, &env](const std::string& host, int slots, int first_slot) {
         return backend.elastic_added_host(host, slots, first_slot, env);
       };
@@ -397,7 +418,8 @@ int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Ba
   // A local job of MPI singletons is said once, after the summary, never silently; not twice
   // when the missing-mpirun warning said it before the start.
   std::unique_ptr<SingletonWatch> singletons;
-  if (plan.launcher == LauncherKind::local && choice.warnings.empty()) singletons = SingletonWatch::start(processes, env);
+  if (backend_row(plan.launcher).on_loopback && choice.warnings.empty())
+    singletons = SingletonWatch::start(processes, env);
   if (singletons) singletons->apply(processes);
   const int status = supervise(processes, inv.supervisor);
   if (singletons && singletons->mpi_initialized()) std::cerr << kSingletonHint << '\n';
@@ -407,10 +429,99 @@ int run_plan(const Invocation& inv, const Environment& env, const Plan& plan, Ba
 // What horovodrun's -p/-i do in this job (ringrun(1), HOROVODRUN OPTIONS), for --verbose.
 std::string ssh_note(const LaunchOptions& options) {
   const std::string args = fmt::format("{}", fmt::join(options.ssh_args, " "));
-  if (options.launcher == LauncherKind::mpirun)
+  if (backend_row(options.launcher).uses_ssh)
     return fmt::format("ringrun: mpirun's ssh to the hosts gets '{}' (OMPI_MCA_plm_rsh_args)", args);
   return fmt::format("ringrun: '{}' (horovodrun's -p/-i) changes nothing here: the {} launcher starts the ranks "
                      "without ssh", args, to_string(options.launcher));
+}
+
+}  // namespace
+
+namespace {
+
+// The topology this launch plans from: a given XML file stands for every host; otherwise this
+// host's own where ranks start here (others are planned by their own task shim). The per-node
+// cache: a live load scans PCI, which on a VM costs more than starting the ranks.
+std::optional<topology::Topology> launch_topology(const Invocation& inv, const LaunchOptions& options,
+                                                  const LauncherChoice& choice) {
+  if (inv.topology_file) return topology::load_xml(*inv.topology_file);
+  if (backend_row(options.launcher).runs_here || choice.mpi_on_this_host) return topology::load_live_cached();
+  return std::nullopt;
+}
+
+// Every host is planned from this one topology: one layout per ranks-per-host count (a
+// 4,096-node plan would otherwise lay out the same node 4,096 times).
+void plan_nodes_from(const std::optional<topology::Topology>& topo, const LaunchOptions& options, PlanInputs& in) {
+  if (!topo) return;
+  auto layouts = std::make_shared<std::map<int, std::vector<topology::LocalSlot>>>();
+  in.node_layout = [topo, options, layouts](std::size_t, int local_size) {
+    auto it = layouts->find(local_size);
+    if (it == layouts->end()) it = layouts->emplace(local_size, topology::plan_node(*topo, local_size, options.node)).first;
+    return it->second;
+  };
+}
+
+// The job itself (run_invocation's `ringrun [OPTIONS] PROGRAM`).
+int run_job(const Invocation& given, const Environment& env) {
+  const std::string self = local_hostname();
+  const PodJob job = pod_job(given, env);
+  Allocation alloc = gather_allocation(given, env, self, job);
+  const Invocation inv = with_contract_defaults(given, job, alloc);
+  const double discovery_interval_s = discovery_interval(inv, env);
+  const std::optional<DiscoveredStart> discovered = discovered_start(inv, self, discovery_interval_s);
+  // Hosts of this machine alone replace no allocation: inside one, require_elastic_launcher refuses
+  // the script unless it names other hosts (the job then runs on them through mpirun).
+  if (discovered && (discovered->local_host_slots == 0 || alloc.source == AllocationSource::local))
+    alloc = discovered->hosts;
+  LaunchOptions options = inv.launch;
+  const LauncherChoice choice = choose_launcher(inv, env, alloc, self, job);
+  options.launcher = choice.kind;
+  const std::optional<topology::Topology> topo = launch_topology(inv, options, choice);
+
+  // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
+  // allows.
+  inherit_visible_gpus(env, options.node);
+  const int elastic_start_np = settle_num_proc(inv, discovered, topo, alloc, options);
+
+  PlanInputs in;
+  in.allocation = std::move(alloc);  // a 4,096-host allocation is not worth a copy
+  in.launcher_env = env;
+  const bool single_local = backend_row(options.launcher).on_loopback || choice.mpi_on_this_host;
+  in.master_addr = single_local ? "127.0.0.1" : job.pod ? job.pod->master_addr : in.allocation.hosts.front().name;
+  in.master_port = free_port();
+  in.job_secret = inv.dry_run ? std::string(64, '0') : job.pod ? pod_job_secret(*job.pod, env) : job_secret();
+  plan_nodes_from(topo, options, in);
+  // NCCL facts of this host (the task shims find their own node's).
+  in.nccl_version = cached_nccl_version(env);
+  in.python_package_dir = find_python_package_dir(executable_dir());
+  in.virtualenv = find_virtualenv(executable_dir());
+  if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
+  choose_interface(inv, options, env, topo, in);
+
+  std::unique_ptr<Backend> backend = make_backend(options.launcher);
+  const StoreEndpoint store = open_store(inv, options, in, single_local, self, job.pod);
+
+  Plan plan = make_plan(in, options);
+  plan.launcher = options.launcher;
+  plan.command = backend->command(plan, options, env);
+  plan.warnings.insert(plan.warnings.end(), choice.warnings.begin(), choice.warnings.end());
+  if (job.mpijob) plan.notes.push_back("ringrun: " + describe_mpijob(*job.mpijob, in.allocation));
+  plan.notes.insert(plan.notes.end(), choice.notes.begin(), choice.notes.end());
+  plan.notes.insert(plan.notes.end(), inv.notes.begin(), inv.notes.end());
+  if (!options.ssh_args.empty()) plan.notes.push_back(ssh_note(options));
+  if (inv.dry_run && !inv.json && job.mpijob) std::cout << describe_mpijob(*job.mpijob, in.allocation) << '\n';
+  show_plan(inv, plan);
+  if (inv.dry_run) return 0;
+  if (job.pod && job.pod->node_rank > 0) wait_for_pod_store(*job.pod, in.job_secret, plan.start_timeout_s);
+  ElasticStart elastic_start{elastic_start_np, {}, 0, discovery_interval_s, false};
+  if (discovered) {
+    elastic_start.offered = discovered->offered;
+    elastic_start.local_host_slots = discovered->local_host_slots;
+  }
+  const AllocationSource source = in.allocation.source;
+  elastic_start.named_hosts = source == AllocationSource::hosts_flag || source == AllocationSource::hostfile ||
+                              source == AllocationSource::discovery_script || source == AllocationSource::mpijob;
+  return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start, self);
 }
 
 }  // namespace
@@ -422,77 +533,7 @@ int run_invocation(const Invocation& inv, const Environment& env) {
   if (inv.command == Command::doctor)
     return run_doctor(env, DoctorOptions{inv.json, inv.doctor_all_nodes, inv.doctor_report,
                                          inv.launch.network_interface});
-  const std::string self = local_hostname();
-  Allocation alloc = gather_allocation(inv, env, self);
-  const double discovery_interval_s = discovery_interval(inv, env);
-  const std::optional<DiscoveredStart> discovered = discovered_start(inv, self, discovery_interval_s);
-  // Hosts of this machine alone replace no allocation: inside one, require_elastic_launcher refuses
-  // the script unless it names other hosts (the job then runs on them through mpirun).
-  if (discovered && (discovered->local_host_slots == 0 || alloc.source == AllocationSource::local))
-    alloc = discovered->hosts;
-  LaunchOptions options = inv.launch;
-  const LauncherChoice choice = choose_launcher(inv, env, alloc, self);
-  options.launcher = choice.kind;
-
-  // The topology: a given XML file stands for every host; otherwise this host's own, which the
-  // local backend needs for pinning (remote hosts are planned by their own task shim).
-  std::optional<topology::Topology> topo;
-  if (inv.topology_file) topo = topology::load_xml(*inv.topology_file);
-  // The per-node cache: a live load scans PCI, which on a VM costs more than starting the ranks.
-  else if (options.launcher == LauncherKind::local || choice.mpi_on_this_host) topo = topology::load_live_cached();
-
-  // The GPUs a rank may use: what the inherited CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES)
-  // allows.
-  inherit_visible_gpus(env, options.node);
-  const int elastic_start_np = settle_num_proc(inv, discovered, topo, alloc, options);
-
-  PlanInputs in;
-  in.allocation = std::move(alloc);  // a 4,096-host allocation is not worth a copy
-  in.launcher_env = env;
-  const bool single_local = options.launcher == LauncherKind::local || choice.mpi_on_this_host;
-  in.master_addr = single_local ? "127.0.0.1" : in.allocation.hosts.front().name;
-  in.master_port = free_port();
-  in.job_secret = inv.dry_run ? std::string(64, '0') : job_secret();
-  if (topo) {
-    // Every host is planned from this one topology: one layout per ranks-per-host count (a
-    // 4,096-node plan would otherwise lay out the same node 4,096 times).
-    auto layouts = std::make_shared<std::map<int, std::vector<topology::LocalSlot>>>();
-    in.node_layout = [&topo, &options, layouts](std::size_t, int local_size) {
-      auto it = layouts->find(local_size);
-      if (it == layouts->end()) it = layouts->emplace(local_size, topology::plan_node(*topo, local_size, options.node)).first;
-      return it->second;
-    };
-  }
-  // NCCL facts of this host (the task shims find their own node's).
-  in.nccl_version = cached_nccl_version(env);
-  in.python_package_dir = find_python_package_dir(executable_dir());
-  in.virtualenv = find_virtualenv(executable_dir());
-  if (topo) in.roce_gid_indexes = topology::roce_gid_indexes(sysfs_root(env), *topo);
-  choose_interface(inv, options, env, topo, in);
-
-  std::unique_ptr<Backend> backend = make_backend(options.launcher);
-  if (options.launcher == LauncherKind::srun && options.srun_mpi == "auto")
-    options.srun_mpi_plugins = cached_srun_mpi_plugins(env, [&env] { return srun_mpi_plugins(env); });
-  const StoreEndpoint store = open_store(inv, options, in, single_local, self);
-
-  Plan plan = make_plan(in, options);
-  plan.launcher = options.launcher;
-  plan.command = backend->command(plan, options, env);
-  plan.warnings.insert(plan.warnings.end(), choice.warnings.begin(), choice.warnings.end());
-  plan.notes.insert(plan.notes.end(), choice.notes.begin(), choice.notes.end());
-  plan.notes.insert(plan.notes.end(), inv.notes.begin(), inv.notes.end());
-  if (!options.ssh_args.empty()) plan.notes.push_back(ssh_note(options));
-  show_plan(inv, plan);
-  if (inv.dry_run) return 0;
-  ElasticStart elastic_start{elastic_start_np, {}, 0, discovery_interval_s, false};
-  if (discovered) {
-    elastic_start.offered = discovered->offered;
-    elastic_start.local_host_slots = discovered->local_host_slots;
-  }
-  const AllocationSource source = in.allocation.source;
-  elastic_start.named_hosts = source == AllocationSource::hosts_flag || source == AllocationSource::hostfile ||
-                              source == AllocationSource::discovery_script;
-  return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start, self);
+  return run_job(inv, env);
 }
 
 }  // namespace ringrun

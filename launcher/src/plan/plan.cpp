@@ -33,6 +33,8 @@ std::string allocation_name(const Allocation& a) {
     case AllocationSource::discovery_script: return "--host-discovery-script";
     case AllocationSource::slurm_env:
     case AllocationSource::slurm_job: return "the SLURM allocation";
+    case AllocationSource::mpijob: return "the MPIJob hostfile";
+    case AllocationSource::pod: return "PET_NNODES x PET_NPROC_PER_NODE";
     case AllocationSource::local: break;
   }
   return "the local host";
@@ -137,6 +139,7 @@ const char* to_string(LauncherKind k) {
     case LauncherKind::local: return "local";
     case LauncherKind::srun: return "srun";
     case LauncherKind::mpirun: return "mpirun";
+    case LauncherKind::pod: return "pod";
   }
   return "?";
 }

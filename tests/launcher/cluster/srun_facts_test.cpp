@@ -1,6 +1,6 @@
 // srun gets --cpu-bind only where the cluster's TaskPlugin can bind; the TaskPlugin is
 // read once per configuration (a fake scontrol counts its calls) and the srun argv follows it.
-#include "backend/backend.hpp"
+#include "backend/table.hpp"
 #include "facts/srun.hpp"
 
 #include <doctest/doctest.h>

@@ -74,7 +74,9 @@ Allocation parse_hosts_flag(std::string_view spec) {
   return alloc;
 }
 
-Allocation parse_hostfile(std::string_view text, std::string_view origin) {
+Allocation parse_hostfile(std::string_view text, std::string_view origin) { return parse_hostfile(text, origin, 1); }
+
+Allocation parse_hostfile(std::string_view text, std::string_view origin, int default_slots) {
   Allocation alloc;
   alloc.source = AllocationSource::hostfile;
   alloc.explicit_slots = true;
@@ -101,10 +103,20 @@ Allocation parse_hostfile(std::string_view text, std::string_view origin) {
       i = j;
     }
     std::string_view name = words[0];
+    int slots = default_slots;
+    // MPICH's and Intel MPI's `host:N` (an MPIJob's hostfile for them).
+    if (auto colon = name.rfind(':'); colon != std::string_view::npos && words.size() == 1) {
+      auto parsed = parse_slots(name.substr(colon + 1));
+      if (!parsed)
+        throw InputError(fmt::format("hostfile '{}' line {}: '{}' is not a positive slot count (write 'host:N' or "
+                                     "'host slots=N')",
+                                     origin, line_no, name.substr(colon + 1)));
+      slots = *parsed;
+      name = name.substr(0, colon);
+    }
     if (!valid_hostname(name))
       throw InputError(fmt::format("hostfile '{}' line {}: '{}' is not a host name (write 'host slots=N')", origin,
                                    line_no, name));
-    int slots = 1;
     for (std::size_t w = 1; w < words.size(); ++w) {
       std::string_view word = words[w];
       if (word.starts_with("slots=")) {

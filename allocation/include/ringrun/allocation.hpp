@@ -1,5 +1,6 @@
 // The allocation: which hosts a job may use, how many ranks each may hold, and which GPUs.
-// Built from SLURM's environment, from libslurm for a job id, or from -H / --hostfile.
+// Built from SLURM's environment, from libslurm for a job id, from -H / --hostfile, or from a
+// Kubernetes pod's job contract (ringrun/kubernetes.hpp).
 // Everything here is pure (text in, value out) except allocation_from_job(), which asks slurmctld.
 #pragma once
 
@@ -31,7 +32,9 @@ struct HostSlots {
 };
 
 // discovery_script: elastic mode's --host-discovery-script named other hosts at the start.
-enum class AllocationSource { local, hosts_flag, hostfile, slurm_env, slurm_job, discovery_script };
+// mpijob: an MPIJob launcher pod's hostfile; pod: a per-pod job's PET_* variables
+// (ringrun/kubernetes.hpp).
+enum class AllocationSource { local, hosts_flag, hostfile, slurm_env, slurm_job, discovery_script, mpijob, pod };
 
 struct Allocation {
   AllocationSource source = AllocationSource::local;
@@ -51,8 +54,10 @@ struct Allocation {
 
 // -H "h1:4,h2:4" (horovodrun's syntax; a host without ":N" has 1 slot).
 Allocation parse_hosts_flag(std::string_view spec);
-// Hostfile text, "host slots=N" per line, '#' comments; `origin` names the file in errors.
+// Hostfile text, "host slots=N" (or MPICH's "host:N") per line, '#' comments; `origin` names the
+// file in errors. A host line without slots has `default_slots` (1 unless given).
 Allocation parse_hostfile(std::string_view text, std::string_view origin);
+Allocation parse_hostfile(std::string_view text, std::string_view origin, int default_slots);
 
 // The pieces -H and --hostfile (and elastic mode's discovery script) check a host with: a name
 // of letters, digits, '.', '-' and '_' (Horovod's [\w.-]+), at most 253 characters; a slot count,
