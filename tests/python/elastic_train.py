@@ -60,7 +60,8 @@ def worker(mode, total, step_sleep):
     from ringrun import _ringrun
 
     torch.set_num_threads(1)
-    ident = int(os.environ["RINGRUN_ELASTIC_ID"])
+    # Outside elastic mode (a plain launch, the Kubernetes tests) the rank is the process's id.
+    ident = int(os.environ.get("RINGRUN_ELASTIC_ID") or os.environ["RINGRUN_RANK"])
     pid = os.getpid()
     # Registered before init's own exit hook, so it runs after ringrun.torch's shutdown at exit.
     atexit.register(lambda: print(f"BYE id={ident} pid={pid}", flush=True))

@@ -444,6 +444,14 @@ std::optional<std::vector<int>> ElasticCoordinator::offered_by(const DiscoveryRe
                                               : " (start it with --launcher mpirun to let it grow onto other hosts)")});
     }
   }
+  if (config_.replaced_hosts_return)
+    for (std::size_t h = 0; h < config_.hosts.size(); ++h)
+      if (found[h] == 0 && blacklist_.release(config_.hosts[h].name)) {
+        failed_slots_.erase(config_.hosts[h].name);
+        out.emplace_back(Notice{fmt::format("ringrun: elastic: host {} is gone from {}; it may come back as a new "
+                                            "pod under that name",
+                                            config_.hosts[h].name, discovery_name())});
+      }
   std::vector<int> offered(config_.hosts.size(), 0);
   for (std::size_t h = 0; h < config_.hosts.size(); ++h) {
     const int planned = config_.hosts[h].slots;

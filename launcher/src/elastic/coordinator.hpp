@@ -50,6 +50,10 @@ struct ElasticConfig {
   // --hostfile, a discovery script); false: only its slot (this host's -np slots, a SLURM
   // allocation's nodes, where a node that dies takes its processes with it anyway).
   bool blacklist_hosts = false;
+  // A blacklisted host the discovery script stops printing is forgiven: when it is printed again it
+  // is another machine under the name (an MPIJob's worker pod deleted and recreated; README, On
+  // Kubernetes). Horovod's hosts stay blacklisted.
+  bool replaced_hosts_return = false;
   double elastic_timeout_s = 600;        // --elastic-timeout
   // RINGRUN_ELASTIC_TIMEOUT, each process's wait for a world and its members' addresses: a member
   // that starts for a world takes a start's time to arrive, so at least --start-timeout.

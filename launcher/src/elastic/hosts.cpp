@@ -171,6 +171,14 @@ std::vector<std::string> HostBlacklist::release_expired(SteadyTime now) {
   return released;
 }
 
+bool HostBlacklist::release(const std::string& host) {
+  auto it = entries_.find(host);
+  if (it == entries_.end() || !it->second.active) return false;
+  it->second.active = false;
+  it->second.until.reset();
+  return true;
+}
+
 std::vector<HostSlots> HostBlacklist::usable_hosts(const std::vector<HostSlots>& discovered, SteadyTime now) const {
   std::vector<HostSlots> usable;
   for (const HostSlots& host : discovered)

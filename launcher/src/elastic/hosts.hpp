@@ -115,6 +115,10 @@ class HostBlacklist {
   // discovery script's output did not change (Horovod: HostUpdateResult.added).
   std::vector<std::string> release_expired(SteadyTime now);
 
+  // Ends `host`'s blacklisting now, cooldown or not (a Kubernetes pod replaced under its name is
+  // a new host: ElasticConfig::replaced_hosts_return). Returns whether it was blacklisted.
+  bool release(const std::string& host);
+
   // `discovered` without the hosts blacklisted at `now`, in the same order.
   std::vector<HostSlots> usable_hosts(const std::vector<HostSlots>& discovered, SteadyTime now) const;
 

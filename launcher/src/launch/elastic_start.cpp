@@ -110,6 +110,7 @@ ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, const Elas
   if (start.offered.size() == config.hosts.size()) config.start_offered = start.offered;
   config.min_np = std::min(e.min_np.value_or(config.start_np), config.start_np);
   config.blacklist_hosts = start.named_hosts;
+  config.replaced_hosts_return = start.replaced_hosts_return;
   config.discovery_interval_s = start.discovery_interval_s;
   if (e.discovery_script) {
     config.discovery_script = *e.discovery_script;

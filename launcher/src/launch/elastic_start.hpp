@@ -48,6 +48,7 @@ struct ElasticStart {
   int local_host_slots = 0;         // DiscoveredStart's
   double discovery_interval_s = DiscoveryPollPolicy::kIntervalSeconds;  // discovery_interval()
   bool named_hosts = false;         // the user named the hosts (-H, --hostfile, a discovery script)
+  bool replaced_hosts_return = false;  // an MPIJob's pods (ElasticConfig::replaced_hosts_return)
 };
 
 // The coordinator's settings for `plan` (one slot per plan rank).

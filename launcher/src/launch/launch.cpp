@@ -521,6 +521,7 @@ int run_job(const Invocation& given, const Environment& env) {
   const AllocationSource source = in.allocation.source;
   elastic_start.named_hosts = source == AllocationSource::hosts_flag || source == AllocationSource::hostfile ||
                               source == AllocationSource::discovery_script || source == AllocationSource::mpijob;
+  elastic_start.replaced_hosts_return = job.mpijob.has_value();
   return run_plan(inv, env, plan, *backend, choice, store, in.job_secret, elastic_start, self);
 }
 
