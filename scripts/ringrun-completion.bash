@@ -36,7 +36,7 @@ _ringrun() {
 
   case $prev in
     # auto: srun in an allocation, mpirun for remote hosts and for MPI programs here, else local.
-    --launcher) COMPREPLY=($(compgen -W "auto local srun mpirun" -- "$cur")); return ;;
+    --launcher) COMPREPLY=($(compgen -W "auto pod srun local mpirun" -- "$cur")); return ;;
     --srun-mpi) COMPREPLY=($(compgen -W "auto pmix none" -- "$cur")); return ;;
     --bind) COMPREPLY=($(compgen -W "cores none" -- "$cur")); return ;;
     --mem-bind) COMPREPLY=($(compgen -W "none local" -- "$cur")); return ;;

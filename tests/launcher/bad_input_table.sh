@@ -54,7 +54,7 @@ row "--stall-check-warning-time-seconds -1 : the stall warning time must be at l
 row "--stall-check-shutdown-time-seconds 'x' : the stall shutdown time must be a number, at least 0 ($E --stall-check-shutdown-time-seconds 600)" -- --stall-check-shutdown-time-seconds x prog
 row "--nodes 0 : the nodes of the job must be at least 1 ($E --nodes 2)" -- template single-node --nodes 0
 # Choices and options.
-row "--launcher 'ssh' : not a choice; give auto, local, srun or mpirun" -- --launcher ssh prog
+row "--launcher 'ssh' : not a choice; give auto, pod, srun, local or mpirun" -- --launcher ssh prog
 row "--srun-mpi 'foo' : not a choice; give auto, pmix or none" -- --srun-mpi foo prog
 row "--bind 'numa' : not a choice; give cores (the cores local to the rank's GPU) or none" -- --bind numa prog
 row "--mem-bind 'far' : not a choice; give none or local (the NUMA nodes of the rank's cores)" -- --mem-bind far prog
@@ -89,8 +89,8 @@ row "--blacklist-cooldown-range 'x' '5' : MIN and MAX must be whole seconds ($E 
 row "--elastic-timeout 0 : the timeout must be above 0 ($E --elastic-timeout 600)" -- --min-np 1 --elastic-timeout 0 prog
 row "--reset-limit -1 : the number of resets must be at least 0 ($E --reset-limit 3)" -- --min-np 1 --reset-limit -1 prog
 row "--reset-limit applies in elastic mode only; add --min-np N (or --max-np N) to make the job elastic, or drop --reset-limit" -- --reset-limit 2 prog
-row "elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation (sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would start its ranks with mpirun; use --launcher local, srun inside an allocation, or mpirun with -H" -- --min-np 1 --launcher mpirun prog
-row "elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation (sbatch/salloc) by srun, or on -H/--hostfile hosts by mpirun, but this job would start its ranks with srun; use --launcher local, srun inside an allocation, or mpirun with -H" -- --min-np 1 --launcher srun prog
+row "elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation (sbatch/salloc) by srun, or on -H/--hostfile or an MPIJob's hosts by mpirun, but this job would start its ranks with mpirun; use --launcher local, srun inside an allocation, or mpirun with -H" -- --min-np 1 --launcher mpirun prog
+row "elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation (sbatch/salloc) by srun, or on -H/--hostfile or an MPIJob's hosts by mpirun, but this job would start its ranks with srun; use --launcher local, srun inside an allocation, or mpirun with -H" -- --min-np 1 --launcher srun prog
 row "--host-discovery-script 'echo localhost:2' : with an allocation elastic mode follows the job's own nodes (squeue); leave the script out, or run with --launcher local (this host) or mpirun (the script's hosts)" SLURM_JOB_ID=5 SLURM_JOB_NODELIST=n1 SLURM_TASKS_PER_NODE=4 -- --min-np 1 --host-discovery-script 'echo localhost:2' prog
 row "--host-discovery-script 'echo localhost:2' : with -H/--hostfile hosts elastic mode follows the hosts named at the start; leave the script or the hosts out" -- -H localhost:2 --min-np 1 --host-discovery-script 'echo localhost:2' prog
 row "--slots-per-host 4 : applies to the hosts --host-discovery-script prints; give the script or drop --slots-per-host" -- --min-np 1 --slots-per-host 4 prog
