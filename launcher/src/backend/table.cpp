@@ -32,7 +32,9 @@ constexpr std::array kRows = {
                .runs_here = true,
                .on_loopback = false,
                .reaches_hosts = false,
-               .uses_ssh = false},
+               .uses_ssh = false,
+               .follows_allocation = false,
+               .reaped_late = false},
     BackendRow{.kind = LauncherKind::srun,
                .detects = [](const Allocation& a, bool) {
                  return is(a, AllocationSource::slurm_env) || is(a, AllocationSource::slurm_job);
@@ -43,7 +45,9 @@ constexpr std::array kRows = {
                .runs_here = false,
                .on_loopback = false,
                .reaches_hosts = true,
-               .uses_ssh = false},
+               .uses_ssh = false,
+               .follows_allocation = true,
+               .reaped_late = false},
     BackendRow{.kind = LauncherKind::local,
                .detects = [](const Allocation&, bool all_local) { return all_local; },
                .make = make_local_backend,
@@ -52,7 +56,9 @@ constexpr std::array kRows = {
                .runs_here = true,
                .on_loopback = true,
                .reaches_hosts = false,
-               .uses_ssh = false},
+               .uses_ssh = false,
+               .follows_allocation = false,
+               .reaped_late = false},
     BackendRow{.kind = LauncherKind::mpirun,
                .detects = [](const Allocation&, bool) { return true; },
                .make = make_mpirun_backend,
@@ -61,7 +67,9 @@ constexpr std::array kRows = {
                .runs_here = false,
                .on_loopback = false,
                .reaches_hosts = true,
-               .uses_ssh = true},
+               .uses_ssh = true,
+               .follows_allocation = false,
+               .reaped_late = true},
 };
 
 }  // namespace

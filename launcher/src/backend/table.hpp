@@ -25,6 +25,12 @@ struct BackendRow {
   bool on_loopback;    // the whole world is on this host: the store listens on 127.0.0.1
   bool reaches_hosts;  // starts ranks on other hosts itself (the interface probe; elastic hosts added)
   bool uses_ssh;       // reaches them by ssh (horovodrun's -p/-i apply)
+  // Elastic mode: the hosts are the allocation's nodes as the scheduler has them now (squeue), not
+  // a discovery script's.
+  bool follows_allocation;
+  // A process's death reaches ringrun only after its launcher tore its job down (mpirun: over 1 s),
+  // so a reset waits longer for the deaths that belong to it (ElasticConfig::reset_settle_s).
+  bool reaped_late;
 };
 
 std::span<const BackendRow> backend_rows();

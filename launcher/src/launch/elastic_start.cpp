@@ -112,14 +112,15 @@ ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, const Elas
   config.blacklist_hosts = start.named_hosts;
   config.replaced_hosts_return = start.replaced_hosts_return;
   config.discovery_interval_s = start.discovery_interval_s;
+  const BackendRow& row = backend_row(plan.launcher);
   if (e.discovery_script) {
     config.discovery_script = *e.discovery_script;
     config.slots_per_host = e.slots_per_host.value_or(0);
     config.self = self;
-    config.adds_printed_hosts = plan.launcher == LauncherKind::mpirun;
-    if (plan.launcher == LauncherKind::local) config.local_host_slots = start.local_host_slots;
+    config.adds_printed_hosts = row.reaches_hosts;
+    if (row.on_loopback) config.local_host_slots = start.local_host_slots;
   }
-  if (plan.launcher == LauncherKind::srun) {
+  if (row.follows_allocation) {
     config.discovery_script = allocation_node_query(plan_env);
     config.allocation_discovery = true;
     config.new_host_slots = config.hosts.front().slots;  // a node the job gains: as the first
@@ -131,7 +132,7 @@ ElasticConfig elastic_config(const Invocation& inv, const Plan& plan, const Elas
   config.elastic_timeout_s = e.elastic_timeout_s;
   config.rank_timeout_s = std::max(e.elastic_timeout_s, plan.start_timeout_s);
   config.grace_period_s = inv.supervisor.grace_period_s;
-  if (plan.launcher == LauncherKind::mpirun)
+  if (row.reaped_late)
     config.reset_settle_s = std::chrono::duration<double>(kMpirunResetSettle).count();
   config.seed = std::hash<std::string>{}(plan.ranks.front().env.value_of(variables::kJobSecret.name).value_or(""));
   return config;
