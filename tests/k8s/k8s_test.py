@@ -14,6 +14,8 @@ Cases (README, On Kubernetes):
   perpod         3 pods x 2 ranks, every pod running ringrun (PET_*), no ssh: one world that trains
   elastic        --min-np 4: a worker deleted mid-run and recreated with a new address; the job
                  goes on from its last commit, grows back to 6 ranks and ends equal on every rank
+  sigterm        the kubelet's SIGTERM to ringrun in a pod: every rank gets it and saves a
+                 checkpoint within --grace-period
 """
 import os
 import re
@@ -44,21 +46,7 @@ def k8s(*args, check=True, timeout=120):
 
 def run_in(pod, cmd, timeout, on_line=None):
     """Runs CMD in POD; returns (status, lines). Killed (and failed) at the timeout."""
-    proc = subprocess.Popen([TEST_K8S, "exec", pod, "--", *cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
-    timer.start()
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            if on_line:
-                on_line(line)
-        status = proc.wait()
-    finally:
-        timer.cancel()
-    assert status != -signal.SIGKILL, f"{' '.join(cmd)} in {pod} ran past {timeout} s:\n" + "\n".join(lines)
-    return status, lines
+    return elastic_train.run_lines([TEST_K8S, "exec", pod, "--", *cmd], timeout, on_line)
 
 
 def train(total, step_sleep=0.0):
@@ -80,6 +68,8 @@ def check_training(lines, size, hosts_not=()):
 def mpijob(mpi, as_worker=False):
     args = ["up", "--workers", "3", "--slots", "2", "--mpi", mpi] + (["--launcher-as-worker"] if as_worker else [])
     k8s(*args)
+    if mpi == "openmpi4" and not as_worker:
+        check_plan_and_doctor()
     started = time.monotonic()
     status, lines = run_in("launcher", [RINGRUN, *train(12)], timeout=240)
     assert status == 0, f"exit {status}:\n" + "\n".join(lines)
@@ -87,6 +77,23 @@ def mpijob(mpi, as_worker=False):
     hosts = check_training(lines, size, hosts_not=() if as_worker else ("job-launcher",))
     assert len(hosts) == size // 2, hosts
     print(f"ok: {mpi}: MPIJob from the hostfile alone in {time.monotonic() - started:.1f} s")
+
+
+def check_plan_and_doctor():
+    """--dry-run names the hostfile and plans the workers' slots; doctor checks DNS, ssh and slots."""
+    status, lines = run_in("launcher", [RINGRUN, "--dry-run", "true"], timeout=60)
+    assert status == 0, lines
+    assert lines[0] == ("MPIJob hostfile /etc/mpi/hostfile (OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile): "
+                        "3 hosts x 2 slots"), lines
+    assert lines[1].startswith("command: mpirun "), lines
+    ranks = [line.split()[1] for line in lines[3:] if re.match(r"^\s*\d+ ", line)]
+    assert ranks == [f"job-worker-{i // 2}.job.default.svc" for i in range(6)], lines
+    status, lines = run_in("launcher", [RINGRUN, "doctor"], timeout=120)
+    text = "\n".join(lines)
+    for check in ("mpijob hostfile", "mpijob dns", "mpijob ssh"):
+        assert re.search(rf"^PASS +{check} ", text, re.M), text
+    assert "ssh reaches all 3 hosts" in text, text
+    print("ok: --dry-run and doctor in the launcher pod")
 
 
 def case_dns():
@@ -100,6 +107,9 @@ def case_dns():
     assert "job-worker-2.job.default.svc" in text and "did not resolve within 3 s" in text, text
     assert "job-worker-0" not in text.split("did not resolve")[0].split("host")[-1], text
     assert took < 15, took
+    status, doctor = run_in("launcher", [RINGRUN, "doctor"], timeout=120)
+    text = "\n".join(doctor)
+    assert status == 1 and re.search(r"^FAIL +mpijob dns +1 of 3 hosts do not resolve: job-worker-2\.job", text, re.M), text
     print(f"ok: the never-resolving worker named in {took:.1f} s: {lines[-1]}")
 
 
@@ -157,6 +167,51 @@ def case_elastic():
           f"equal to one process (max diff {worst:.2e})")
 
 
+# A rank that saves a checkpoint when it is told to stop: one second's work after SIGTERM.
+CHECKPOINTING = """
+import os, signal, sys, time
+path = sys.argv[1] + "." + os.environ["RINGRUN_RANK"]
+def stop(signum, frame):
+    time.sleep(1)
+    with open(path + ".tmp", "w") as f:
+        f.write("step 7")
+    os.rename(path + ".tmp", path)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("READY", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def case_sigterm():
+    k8s("up", "--mode", "perpod", "--workers", "1", "--slots", "2")
+    checkpoint = f"/tmp/k8s-test-checkpoint-{os.getpid()}"
+    ready = []
+
+    def on_line(line):
+        # The kubelet's SIGTERM goes to the container's main process: ringrun, never the ranks.
+        if "READY" in line:
+            ready.append(line)
+            if len(ready) == 2:
+                threading.Thread(target=lambda: k8s("exec", "worker-0", "--", "pkill", "-TERM", "-x", "ringrun")).start()
+
+    started = time.monotonic()
+    try:
+        status, lines = run_in("worker-0", [RINGRUN, "--grace-period", "5", PYTHON, "-c", CHECKPOINTING, checkpoint],
+                               timeout=60, on_line=on_line)
+        took = time.monotonic() - started
+        saved = [os.path.exists(f"{checkpoint}.{r}") for r in range(2)]
+        assert len(ready) == 2 and all(saved), (saved, lines)
+        assert status == 128 + signal.SIGTERM, (status, lines)
+        assert took < 20, took
+    finally:
+        for r in range(2):
+            if os.path.exists(f"{checkpoint}.{r}"):
+                os.remove(f"{checkpoint}.{r}")
+    print(f"ok: SIGTERM to ringrun: both ranks saved their checkpoint within --grace-period 5 ({took:.1f} s)")
+
+
 CASES = {
     "mpijob_ompi4": lambda: mpijob("openmpi4"),
     "mpijob_ompi5": lambda: mpijob("openmpi5"),
@@ -164,6 +219,7 @@ CASES = {
     "dns": case_dns,
     "perpod": case_perpod,
     "elastic": case_elastic,
+    "sigterm": case_sigterm,
 }
 
 

@@ -258,15 +258,21 @@ def commented_command(text):
     return None
 
 
+def check_resource(name, job, api_version, kind, schema):
+    """The kind, the schema and the fields the API server would prune; returns the validator."""
+    check(f"{name}: apiVersion {api_version}, kind {kind}",
+          [] if (job.get("apiVersion"), job.get("kind")) == (api_version, kind)
+          else [f"{job.get('apiVersion')} {job.get('kind')}"])
+    v = validator(schema)
+    check(f"{name}: valid against {schema}", schema_errors(v, job))
+    check(f"{name}: no field the API server would prune, list keys unique", structural_problems(job, v.schema))
+    return v
+
+
 def test_mpijob():
     name = "mpijob.yaml"
     text, job = load_one(name)
-    check(f"{name}: apiVersion kubeflow.org/v2beta1, kind MPIJob",
-          [] if (job.get("apiVersion"), job.get("kind")) == ("kubeflow.org/v2beta1", "MPIJob")
-          else [f"{job.get('apiVersion')} {job.get('kind')}"])
-    v = validator("mpijob-v2beta1.schema.json")
-    check(f"{name}: valid against mpijob-v2beta1.schema.json", schema_errors(v, job))
-    check(f"{name}: no field the API server would prune, list keys unique", structural_problems(job, v.schema))
+    v = check_resource(name, job, "kubeflow.org/v2beta1", "MPIJob", "mpijob-v2beta1.schema.json")
     check(f"{name}: operator's rules; launcher runs ringrun without -H/--hostfile/-np, no GPU; "
           f"workers run sshd with slotsPerWorker GPUs; grace periods", mpijob_semantic_problems(job))
 
@@ -353,12 +359,7 @@ def trainjob_semantic_problems(job):
 def test_trainjob():
     name = "trainjob.yaml"
     _, job = load_one(name)
-    check(f"{name}: apiVersion trainer.kubeflow.org/v1alpha1, kind TrainJob",
-          [] if (job.get("apiVersion"), job.get("kind")) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
-          else [f"{job.get('apiVersion')} {job.get('kind')}"])
-    v = validator("trainjob-v1alpha1.schema.json")
-    check(f"{name}: valid against trainjob-v1alpha1.schema.json", schema_errors(v, job))
-    check(f"{name}: no field the API server would prune, list keys unique", structural_problems(job, v.schema))
+    v = check_resource(name, job, "trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjob-v1alpha1.schema.json")
     check(f"{name}: CEL rules; torch-distributed runtime; trainer runs ringrun without -H/-np, "
           f"no PET_* set, one rank per GPU; grace period", trainjob_semantic_problems(job))
 

@@ -344,7 +344,19 @@ mpirun5_backend)
   two=$(timeout 60 "$ringrun" --launcher mpirun -np 2 -H localhost:2 --no-tag-output "$build/bin/ringrun-example-train" |
     tail -n 1 | sed 's/ranks [0-9]*//')
   [ -n "$one" ] && [ "$one" = "$two" ] || fail "runtime under Open MPI 5: '$two' vs '$one'"
-  "$ringrun" check-build | grep -E 'mpirun.*5\.0' >/dev/null || fail "check-build: $("$ringrun" check-build | grep -i mpirun)"
+  "$ringrun" check-build | grep -E 'mpirun.*5\.0.*SLURM support: yes' >/dev/null || fail "check-build: $("$ringrun" check-build | grep -i mpirun)"
+  # Ctrl-C: ringrun's SIGINT reaches the ranks through prterun; 130, nothing left behind.
+  "$ringrun" --launcher mpirun -np 2 -H localhost:2 sh -c 'echo $$ > '"$work"'/pids/$RANK; exec sleep 30.375' \
+    >/dev/null 2>"$work/err" &
+  rr=$!
+  for _ in $(seq 200); do [ "$(ls "$work/pids" | wc -l)" -eq 2 ] && break; sleep 0.05; done
+  [ "$(ls "$work/pids" | wc -l)" -eq 2 ] || fail "Ctrl-C case: the ranks did not start: $(cat "$work/err")"
+  kill -INT $rr
+  wait $rr
+  expect_rc $? 130 "(Ctrl-C under Open MPI 5) $(cat "$work/err")"
+  for _ in $(seq 100); do pgrep -f '^sleep 30[.]375$' >/dev/null || break; sleep 0.05; done
+  ! pgrep -f '^sleep 30[.]375$' >/dev/null || fail "ranks outlived Ctrl-C under Open MPI 5"
+  rm -f "$work"/pids/*
   # Elastic on -H hosts, each member an mpirun (prterun) of its own: id 1 on 127.0.0.1 dies, its
   # host is blacklisted, id 2 there is removed, id 0 finishes alone; one elastic line, exit 0.
   if [ -x "$build/tests/runtime_elastic_rank" ]; then

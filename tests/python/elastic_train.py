@@ -153,9 +153,22 @@ def launch(np, ringrun_args, mode, total, step_sleep, timeout, on_line=None):
            os.path.abspath(__file__), "--worker", mode, str(total), str(step_sleep), token]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
     started = time.monotonic()
+    status, lines = run_lines(cmd, timeout, on_line, env=env)
+    seconds = time.monotonic() - started
+    deadline = time.monotonic() + 5
+    while left_behind(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left_behind(token), f"processes left behind: {left_behind(token)}"
+    return status, lines, seconds
+
+
+def run_lines(cmd, timeout, on_line=None, env=None):
+    """Runs CMD in a session of its own, stdout and stderr together; returns (status, lines).
+    on_line(line) sees each line as it comes. At the timeout the session is killed and this fails."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
-    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    expired = []
+    timer = threading.Timer(timeout, lambda: (expired.append(1), os.killpg(proc.pid, signal.SIGKILL)))
     timer.start()
     lines = []
     try:
@@ -169,13 +182,8 @@ def launch(np, ringrun_args, mode, total, step_sleep, timeout, on_line=None):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    seconds = time.monotonic() - started
-    assert seconds < timeout, f"the job ran past {timeout} s:\n" + "\n".join(lines)
-    deadline = time.monotonic() + 5
-    while left_behind(token) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left_behind(token), f"processes left behind: {left_behind(token)}"
-    return status, lines, seconds
+    assert not expired, f"{' '.join(cmd)} ran past {timeout} s:\n" + "\n".join(lines)
+    return status, lines
 
 
 def left_behind(token):

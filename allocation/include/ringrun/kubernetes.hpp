@@ -40,6 +40,10 @@ std::optional<MpiJobContract> mpijob_contract(const Environment& env,
 // line throws InputError naming the file, the line and the fix.
 Allocation parse_mpijob_hostfile(std::string_view text, const MpiJobContract& contract);
 
+// "MPIJob hostfile /etc/mpi/hostfile (K_MPI_JOB_ROLE=launcher): 3 hosts x 2 slots" (a range,
+// "2-4 slots", where hosts differ), for --dry-run, --verbose and doctor.
+std::string describe_mpijob(const MpiJobContract& contract, const Allocation& hostfile);
+
 // The per-pod contract (torchrun's variables, as Trainer v2's torch runtime sets them).
 struct PodContract {
   int nnodes = 1;                       // PET_NNODES: pods in the job

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 namespace ringrun {
@@ -59,6 +60,17 @@ Allocation parse_mpijob_hostfile(std::string_view text, const MpiJobContract& co
   Allocation alloc = parse_hostfile(text, contract.hostfile, contract.default_slots);
   alloc.source = AllocationSource::mpijob;
   return alloc;
+}
+
+std::string describe_mpijob(const MpiJobContract& contract, const Allocation& hostfile) {
+  int low = hostfile.hosts.empty() ? 0 : hostfile.hosts.front().slots, high = low;
+  for (const HostSlots& h : hostfile.hosts) {
+    low = std::min(low, h.slots);
+    high = std::max(high, h.slots);
+  }
+  const std::string slots = low == high ? std::to_string(low) : fmt::format("{}-{}", low, high);
+  return fmt::format("MPIJob hostfile {} ({}): {} host{} x {} slot{}", contract.hostfile, contract.named_by,
+                     hostfile.hosts.size(), hostfile.hosts.size() == 1 ? "" : "s", slots, high == 1 ? "" : "s");
 }
 
 }  // namespace ringrun

@@ -49,7 +49,7 @@ std::string mpirun_box(const BuildFacts& facts) {
   std::string slurm = !facts.ompi_info ? "; SLURM support unknown: `ompi_info` failed"
                       : ompi_has_slurm_support(*facts.ompi_info)
                           ? "; SLURM support: yes"
-                          : "; SLURM support: no (ompi_info lists no slurm component)";
+                          : "; SLURM support: no (ompi_info, and prte_info for Open MPI 5, list no slurm component)";
   return box(true, fmt::format("mpirun ({}; {}{})", *facts.mpirun_path, version, slurm));
 }
 

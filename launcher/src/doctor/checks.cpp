@@ -243,6 +243,8 @@ std::vector<Check> run_checks(const HostFacts& facts) {
   checks.push_back(check_shm(facts.shm_total_bytes));
   checks.push_back(check_network_interface(facts.network_interface, facts.interfaces));
   if (auto check = check_nccl_socket_ifname(facts.env)) checks.push_back(std::move(*check));
+  if (facts.pod_job)
+    for (auto& check : check_pod_job(*facts.pod_job)) checks.push_back(std::move(check));
   if (facts.python) checks.push_back(check_python_binding(*facts.python));
   return checks;
 }

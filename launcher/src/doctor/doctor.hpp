@@ -97,6 +97,21 @@ struct NetInterface {
   bool loopback = false;
 };
 
+// A Kubernetes pod's job contract as doctor found it (README, On Kubernetes).
+struct PodJobFacts {
+  std::string error;                      // the contract or its hostfile did not read: the one-line error
+  std::string mpijob;                     // "MPIJob hostfile ...: N hosts x S slots"; empty outside an MPIJob
+  std::vector<int> slots;                 // each MPIJob host's slots
+  std::vector<std::string> unresolved;    // MPIJob hosts with no DNS record now
+  std::size_t ssh_checked = 0;            // MPIJob hosts ssh was tried on (the first kDoctorSshHosts)
+  std::vector<std::string> ssh_failures;  // "HOST: ssh's last line"
+  std::string pod;                        // "pod 1 of 3, 2 ranks each, store at ADDR:PORT"; empty outside one
+  std::string master_addr;                // a per-pod job's PET_MASTER_ADDR
+  bool master_resolves = false;
+};
+// How many of an MPIJob's hosts doctor reaches by ssh (one ssh each, in turn).
+inline constexpr std::size_t kDoctorSshHosts = 16;
+
 struct HostFacts {
   Environment env;
   std::string hostname;
@@ -115,6 +130,7 @@ struct HostFacts {
   std::optional<std::string> network_interface;     // --network-interface or RINGRUN_NETWORK_INTERFACE
   std::vector<NetInterface> interfaces;             // /sys/class/net
   std::optional<PythonBindingFacts> python;         // nullopt: not probed (no check)
+  std::optional<PodJobFacts> pod_job;               // nullopt: not in a Kubernetes job's pod
 };
 
 // ---- pure checks ------------------------------------------------------------------------------
@@ -139,6 +155,10 @@ std::optional<Check> check_nccl_socket_ifname(const Environment& env);
 
 // ringrun.torch usable: the package, its module and torch. WARN, never FAIL: only Python jobs need it.
 Check check_python_binding(const PythonBindingFacts& facts);
+
+// A Kubernetes job's contract: the MPIJob's hostfile, its hosts' DNS records and ssh, their slots;
+// or a per-pod job's PET_* and pod 0's name.
+std::vector<Check> check_pod_job(const PodJobFacts& facts);
 
 // Every check, in report order.
 std::vector<Check> run_checks(const HostFacts& facts);

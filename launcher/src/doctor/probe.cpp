@@ -2,11 +2,13 @@
 // shell). Everything found here becomes plain facts for the pure checks in doctor/checks.cpp.
 #include "common/subprocess.hpp"
 #include "doctor/doctor.hpp"
+#include "facts/pod_job.hpp"
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
 
 #include <ringrun/environment_variables.hpp>
 #include <ringrun/gpu_libraries.hpp>
+#include <ringrun/kubernetes.hpp>
 #include <ringrun/slurm.hpp>
 #include <ringrun/topology.hpp>
 
@@ -230,6 +232,51 @@ std::optional<std::string> mpirun_version(const std::optional<std::string>& mpir
   return first_line(result->output);
 }
 
+// The last line of `text` that has any.
+std::string last_line(const std::string& text) {
+  std::string line;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (l.find_first_not_of(" \t\r") != std::string::npos) line = l;
+  return line;
+}
+
+// A Kubernetes job's contract (facts/pod_job.hpp), its MPIJob hosts' DNS and ssh; nullopt outside.
+std::optional<diagnostics::PodJobFacts> probe_pod_job(const Environment& env) {
+  diagnostics::PodJobFacts facts;
+  try {
+    const PodJob job = pod_job(env, false);
+    if (job.pod) {
+      facts.pod = fmt::format("pod {} of {}, {} ranks each, store at {}:{}", job.pod->node_rank, job.pod->nnodes,
+                              job.pod->nproc_per_node ? std::to_string(*job.pod->nproc_per_node) : "auto",
+                              job.pod->master_addr, job.pod->master_port);
+      facts.master_addr = job.pod->master_addr;
+      facts.master_resolves = host_resolves(job.pod->master_addr);
+      return facts;
+    }
+    if (!job.mpijob) return std::nullopt;
+    const Allocation hosts = read_mpijob_hostfile(*job.mpijob);
+    facts.mpijob = describe_mpijob(*job.mpijob, hosts);
+    const std::optional<std::string> ssh = diagnostics::find_in_path(env, "ssh");
+    for (const HostSlots& h : hosts.hosts) {
+      facts.slots.push_back(h.slots);
+      if (!host_resolves(h.name)) {
+        facts.unresolved.push_back(h.name);
+      } else if (ssh && facts.ssh_checked < diagnostics::kDoctorSshHosts) {
+        ++facts.ssh_checked;
+        const auto result = diagnostics::run_program(
+            {*ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", h.name, "true"}, std::chrono::seconds(10));
+        if (!result || result->exit_code != 0)
+          facts.ssh_failures.push_back(
+              fmt::format("{}: {}", h.name, result ? last_line(result->output) : std::string("ssh did not start")));
+      }
+    }
+  } catch (const InputError& e) {
+    facts.error = e.what();
+  }
+  return facts;
+}
+
 HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options) {
   HostFacts facts;
   facts.env = env;
@@ -252,6 +299,7 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
       options.network_interface ? options.network_interface : env_value(env, variables::kNetworkInterface.name);
   facts.interfaces = probe_interfaces();
   facts.python = probe_python_binding(env);
+  facts.pod_job = probe_pod_job(env);
   return facts;
 }
 
@@ -419,6 +467,12 @@ int run_check_build(const Environment& env) {
     auto result = run_program({*ompi_info}, std::chrono::seconds(30));
     if (result && result->exit_code == 0) facts.ompi_info = result->output;
   }
+  // Open MPI 5 starts its processes through PRRTE, whose components (SLURM's plm) prte_info lists.
+  if (facts.ompi_info && facts.mpirun_version && facts.mpirun_version->find("Open MPI) 5") != std::string::npos)
+    if (auto prte_info = diagnostics::find_in_path(env, "prte_info")) {
+      auto result = run_program({*prte_info}, std::chrono::seconds(30));
+      if (result && result->exit_code == 0) *facts.ompi_info += result->output;
+    }
   auto shm = shm_size();
   facts.shm_total_bytes = shm.total;
   facts.shm_free_bytes = shm.free;

@@ -180,18 +180,10 @@ void tell(const std::string& line) {
 // (128+signal) for SIGINT, SIGTERM or SIGHUP: main() blocked them, so they wait here as pending
 // signals and nothing has started.
 void pause_for_next_run(SteadyTime until) {
-  const sigset_t signals = supervisor_signals();
-  for (;;) {
-    const auto left = until - std::chrono::steady_clock::now();
-    if (left <= SteadyTime::duration::zero()) return;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    const timespec wait{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    const int sig = ::sigtimedwait(&signals, nullptr, &wait);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-      throw LaunchError(fmt::format("ringrun: elastic: {} while waiting for --min-np slots; no process started",
-                                    ::sigabbrev_np(sig) ? fmt::format("SIG{}", ::sigabbrev_np(sig)) : "a signal"),
-                        128 + sig);
-  }
+  if (const int sig = stop_signal_before(until))
+    throw LaunchError(fmt::format("ringrun: elastic: {} while waiting for --min-np slots; no process started",
+                                  ::sigabbrev_np(sig) ? fmt::format("SIG{}", ::sigabbrev_np(sig)) : "a signal"),
+                      128 + sig);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <netdb.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,41 +16,19 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace ringrun {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool readable_file(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
-
-bool resolves(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (found) ::freeaddrinfo(found);
-  return rc == 0;
-}
-
-// Sleeps until `until`; throws LaunchError (128+signal) for SIGINT, SIGTERM or SIGHUP, which
-// main() blocked, so they wait here as pending signals and nothing has started.
+// Sleeps until `until`; throws LaunchError (128+signal) for SIGINT, SIGTERM or SIGHUP: nothing
+// has started.
 void pause_until(Clock::time_point until, std::string_view waiting_for) {
-  const sigset_t signals = supervisor_signals();
-  for (;;) {
-    const auto left = until - Clock::now();
-    if (left <= Clock::duration::zero()) return;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    const timespec wait{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    const int sig = ::sigtimedwait(&signals, nullptr, &wait);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-      throw LaunchError(fmt::format("ringrun: SIG{} while waiting for {}; no process started",
-                                    ::sigabbrev_np(sig) ? ::sigabbrev_np(sig) : "?", waiting_for),
-                        128 + sig);
-  }
+  if (const int sig = stop_signal_before(until))
+    throw LaunchError(fmt::format("ringrun: SIG{} while waiting for {}; no process started",
+                                  ::sigabbrev_np(sig) ? ::sigabbrev_np(sig) : "?", waiting_for),
+                      128 + sig);
 }
 
 Clock::time_point after(double seconds) {
@@ -59,25 +36,6 @@ Clock::time_point after(double seconds) {
 }
 
 }  // namespace
-
-PodJob pod_job(const Invocation& inv, const Environment& env) {
-  PodJob job;
-  if (inv.hosts || inv.hostfile || inv.job_id || env.count("SLURM_JOB_ID") || env.count("SLURM_JOBID")) return job;
-  job.mpijob = mpijob_contract(env, readable_file);
-  if (!job.mpijob) job.pod = pod_contract(env);
-  return job;
-}
-
-Allocation read_mpijob_hostfile(const MpiJobContract& contract) {
-  std::ifstream in(contract.hostfile);
-  if (!in)
-    throw InputError(fmt::format("MPIJob hostfile '{}' ({}) : cannot read it: {}; is the operator's ConfigMap "
-                                 "mounted at /etc/mpi?",
-                                 contract.hostfile, contract.named_by, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_mpijob_hostfile(text.str(), contract);
-}
 
 Invocation with_contract_defaults(const Invocation& inv, const PodJob& job, const Allocation& hostfile) {
   Invocation out = inv;
@@ -93,23 +51,12 @@ Invocation with_contract_defaults(const Invocation& inv, const PodJob& job, cons
   return out;
 }
 
-std::string describe_mpijob(const MpiJobContract& contract, const Allocation& hostfile) {
-  int low = hostfile.hosts.empty() ? 0 : hostfile.hosts.front().slots, high = low;
-  for (const HostSlots& h : hostfile.hosts) {
-    low = std::min(low, h.slots);
-    high = std::max(high, h.slots);
-  }
-  const std::string slots = low == high ? std::to_string(low) : fmt::format("{}-{}", low, high);
-  return fmt::format("MPIJob hostfile {} ({}): {} host{} x {} slot{}", contract.hostfile, contract.named_by,
-                     hostfile.hosts.size(), hostfile.hosts.size() == 1 ? "" : "s", slots, high == 1 ? "" : "s");
-}
-
 void wait_for_dns(const std::vector<std::string>& hosts, const std::string& origin, double timeout_s) {
   const Clock::time_point give_up = after(timeout_s);
   std::vector<std::string> missing = hosts;
   bool told = false;
   for (;;) {
-    std::erase_if(missing, resolves);
+    std::erase_if(missing, host_resolves);
     if (missing.empty()) return;
     if (Clock::now() >= give_up) {
       std::string list;
@@ -158,7 +105,7 @@ void wait_for_pod_store(const PodContract& contract, const std::string& secret, 
   const std::string where = fmt::format("{}:{}", contract.master_addr, contract.master_port);
   std::string last = "no answer";
   for (;;) {
-    if (resolves(contract.master_addr)) {
+    if (host_resolves(contract.master_addr)) {
       try {
         store::Client probe(contract.master_addr, static_cast<std::uint16_t>(contract.master_port), secret,
                             std::chrono::milliseconds(500));

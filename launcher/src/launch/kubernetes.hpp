@@ -1,9 +1,11 @@
-// Kubernetes pods at the launch's edge (README, On Kubernetes): the contract's files, DNS and the
-// per-pod store; what the contracts mean is ringrun/kubernetes.hpp's (pure).
+// Kubernetes pods at the launch's edge (README, On Kubernetes): what the contract fills in, the
+// waits for DNS and for pod 0's store, the per-pod secret; what the contracts mean is
+// ringrun/kubernetes.hpp's (pure), the pod's files are facts/pod_job.hpp's.
 #pragma once
 
+#include "facts/pod_job.hpp"
+
 #include <ringrun/cli.hpp>
-#include <ringrun/kubernetes.hpp>
 
 #include <optional>
 #include <string>
@@ -11,25 +13,10 @@
 
 namespace ringrun {
 
-// The job's contract when neither flags (-H, --hostfile, --jobid) nor a SLURM allocation name
-// the hosts: an MPIJob launcher pod's or a per-pod job's.
-struct PodJob {
-  std::optional<MpiJobContract> mpijob;
-  std::optional<PodContract> pod;
-};
-PodJob pod_job(const Invocation& inv, const Environment& env);
-
-// The MPIJob's hostfile read and parsed (InputError naming the file when unreadable or bad).
-Allocation read_mpijob_hostfile(const MpiJobContract& contract);
-
 // What the contract fills in that the flags left: in an MPIJob with --min-np/--max-np and no
 // script, discover_hosts.sh beside the hostfile as the discovery script, printing no slots, so the
 // hostfile's apply; its hosts reached by mpirun.
 Invocation with_contract_defaults(const Invocation& inv, const PodJob& job, const Allocation& hostfile);
-
-// "MPIJob hostfile /etc/mpi/hostfile (K_MPI_JOB_ROLE=launcher): 3 hosts x 2 slots", for --dry-run,
-// --verbose and doctor.
-std::string describe_mpijob(const MpiJobContract& contract, const Allocation& hostfile);
 
 // Waits until every host of `hosts` resolves, polling DNS, at most `timeout_s`: a pod's record
 // appears only once the pod is ready. Throws LaunchError (exit 1) naming the hosts that never

@@ -464,7 +464,7 @@ void plan_nodes_from(const std::optional<topology::Topology>& topo, const Launch
 // The job itself (run_invocation's `ringrun [OPTIONS] PROGRAM`).
 int run_job(const Invocation& given, const Environment& env) {
   const std::string self = local_hostname();
-  const PodJob job = pod_job(given, env);
+  const PodJob job = pod_job(env, given.hosts || given.hostfile || given.job_id);
   Allocation alloc = gather_allocation(given, env, self, job);
   const Invocation inv = with_contract_defaults(given, job, alloc);
   const double discovery_interval_s = discovery_interval(inv, env);

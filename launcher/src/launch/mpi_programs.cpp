@@ -2,6 +2,7 @@
 
 #include "common/subprocess.hpp"
 #include "facts/mpi_program.hpp"
+#include "facts/pod_job.hpp"
 
 #include <ringrun/allocation.hpp>
 
@@ -41,16 +42,6 @@ void remove_stale_watch_directories(const std::string& tmp) {
     const long pid = std::strtol(name.c_str() + 12, nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove_all(entry.path(), ec);
   }
-}
-
-bool resolves(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (found) ::freeaddrinfo(found);
-  return rc == 0;
 }
 
 }  // namespace
@@ -149,7 +140,7 @@ void require_resolvable_hosts(const std::vector<std::string>& remote_hosts, cons
   std::vector<std::string> bad;
   for (const std::string& host : remote_hosts) {
     if (std::find(bad.begin(), bad.end(), host) != bad.end()) continue;
-    if (std::find(aliases.begin(), aliases.end(), host) == aliases.end() && !resolves(host)) bad.push_back(host);
+    if (std::find(aliases.begin(), aliases.end(), host) == aliases.end() && !host_resolves(host)) bad.push_back(host);
   }
   if (bad.empty()) return;
   std::string list;

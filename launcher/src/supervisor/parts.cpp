@@ -93,6 +93,18 @@ sigset_t supervisor_signals() {
   return set;
 }
 
+int stop_signal_before(std::chrono::steady_clock::time_point until) {
+  const sigset_t signals = supervisor_signals();
+  for (;;) {
+    const auto left = until - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const timespec wait{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    const int sig = ::sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) return sig;
+  }
+}
+
 sigset_t exec_signal_mask(const sigset_t& current) { return g_signals_blocked ? g_original_mask : current; }
 
 SignalRoute::SignalRoute() {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 
 namespace ringrun {
@@ -23,6 +24,11 @@ LaunchError spawn_error(const ProcessSpec& spec, const SpawnFailure& failure);
 
 // The signals a supervisor takes through its signalfd: SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2.
 sigset_t supervisor_signals();
+
+// Before anything starts: sleeps until `until`, or until SIGINT, SIGTERM or SIGHUP is pending
+// (main() blocked them, so they wait as pending signals); returns that signal, taken, else 0.
+// Other pending signals are taken and ignored. Every wait before the start answers Ctrl-C this way.
+int stop_signal_before(std::chrono::steady_clock::time_point until);
 
 // The mask the processes the supervisor starts get back before exec: the one ringrun started with
 // when block_supervisor_signals() ran, else `current` (the mask before the supervisor blocked its

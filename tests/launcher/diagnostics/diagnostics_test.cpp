@@ -378,3 +378,46 @@ TEST_CASE("check-build without a reachable controller: PMIx support unknown unti
                   "needs a reachable SLURM controller)\n") != std::string::npos);
   CHECK(text.find("fatal") == std::string::npos);
 }
+
+TEST_CASE("in an MPIJob launcher pod doctor checks the hostfile, the workers' DNS and ssh") {
+  PodJobFacts f;
+  f.mpijob = "MPIJob hostfile /etc/mpi/hostfile (K_MPI_JOB_ROLE=launcher): 3 hosts x 2 slots";
+  f.slots = {2, 2, 2};
+  f.ssh_checked = 3;
+  auto checks = check_pod_job(f);
+  CHECK(find_check(checks, "mpijob hostfile").status == Status::pass);
+  CHECK(find_check(checks, "mpijob dns").detail == "all 3 hosts resolve");
+  CHECK(find_check(checks, "mpijob ssh").detail == "ssh reaches all 3 hosts (BatchMode)");
+
+  f.slots = {2, 4, 2};
+  f.unresolved = {"job-worker-2.job.default.svc"};
+  f.ssh_checked = 2;
+  f.ssh_failures = {"job-worker-1.job.default.svc: Permission denied (publickey)."};
+  checks = check_pod_job(f);
+  CHECK(find_check(checks, "mpijob hostfile").status == Status::warn);
+  const Check& dns = find_check(checks, "mpijob dns");
+  CHECK(dns.status == Status::fail);
+  CHECK(dns.detail == "1 of 3 hosts do not resolve: job-worker-2.job.default.svc");
+  const Check& ssh = find_check(checks, "mpijob ssh");
+  CHECK(ssh.status == Status::fail);
+  CHECK(ssh.detail == "ssh failed on 1 of the first 2 of 3 hosts: job-worker-1.job.default.svc: Permission denied "
+                      "(publickey).");
+  CHECK(ssh.fix.find("/root/.ssh") != std::string::npos);
+}
+
+TEST_CASE("in a per-pod job doctor names the pod and whether pod 0 resolves; a bad contract fails") {
+  PodJobFacts f;
+  f.pod = "pod 1 of 3, 2 ranks each, store at job-node-0-0.job:29500";
+  f.master_addr = "job-node-0-0.job";
+  auto checks = check_pod_job(f);
+  CHECK(find_check(checks, "pod job").detail == f.pod);
+  CHECK(find_check(checks, "pod job store").status == Status::warn);
+  f.master_resolves = true;
+  CHECK(find_check(check_pod_job(f), "pod job store").status == Status::pass);
+  PodJobFacts bad;
+  bad.error = "PET_NODE_RANK='3' : this pod's index among PET_NNODES must be a whole number from 0 to 2";
+  checks = check_pod_job(bad);
+  REQUIRE(checks.size() == 1);
+  CHECK(checks[0].status == Status::fail);
+  CHECK(checks[0].detail == bad.error);
+}
