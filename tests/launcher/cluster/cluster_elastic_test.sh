@@ -94,7 +94,9 @@ case_drain() {
     run scontrol update nodename=n4 state=resume
   state=$(wait_done "$job" 120)
   check_end "$job" "$state" 8 8
-  grep -qE '^ringrun: elastic: host n4 offers 2 slots instead of 0; world 2 has 8 ranks; ids 8, 9 start as ranks 6, 7$' "$out" ||
+  # n4 returns while ids 6 and 7 may still be exiting there (under load): then one slot starts on
+  # the return and the other once its process is gone.
+  grep -qE '^ringrun: elastic: host n4 offers 2 slots instead of 0; world 2 has (8 ranks; ids 8, 9 start as ranks 6, 7|7 ranks; id 8 starts as rank 6)$' "$out" ||
     fail "drain: no line for n4's return"
   [[ $(grep -cE '^\[[67]\]<stdout>:REMOVED id=[67] ' "$out") -eq 2 ]] || fail "drain: ids 6 and 7 were not both removed"
 }
