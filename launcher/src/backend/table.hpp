@@ -1,6 +1,6 @@
 // The backends, one row each (README, Architecture). `--launcher NAME`, the automatic choice and
 // launch/ ask a row what its backend does, never which backend it is: a new backend is one file
-// (its Backend) and one row here.
+// (its Backend), one row here and its name in LauncherKind (ringrun/plan.hpp).
 #pragma once
 
 #include "backend/backend.hpp"
