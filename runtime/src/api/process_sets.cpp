@@ -122,7 +122,7 @@ class WorldExchange final : public core::Exchange {
       throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                          fmt::format("{}: {} passed other ranks than this rank ({}); every rank must add the same process "
                                      "sets in the same order",
-                                     op_name_, join_ranks(differ), ringrun_rank()));
+                                     op_name_, core::name_ranks(differ), ringrun_rank()));
   }
 
   std::string op_name_;
@@ -259,7 +259,7 @@ Engine& engine_of_set(int process_set, const char* what) {
     if (!set.engine)
       throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT,
                          fmt::format("{}: rank {} is not in process set {} (ranks {})", what, ringrun_rank(), process_set,
-                                     join_ranks(set.ranks)));
+                                     core::name_ranks(set.ranks)));
     return *set.engine;
   });
 }

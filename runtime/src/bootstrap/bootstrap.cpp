@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/env.hpp"
+#include "core/world.hpp"
 #include "ringrun/elastic_wire.hpp"
 #include "ringrun/runtime.hpp"
 #include "ringrun/store.hpp"
@@ -25,13 +26,6 @@
 
 namespace ringrun::core {
 namespace {
-
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size() && i < 32; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  if (ranks.size() > 32) out += fmt::format(" and {} more", ranks.size() - 32);
-  return out;
-}
 
 // Each ringrun_init in a process uses fresh keys, so a job may finalize and init again.
 std::atomic<int> g_generation{0};
@@ -93,7 +87,7 @@ std::vector<std::string> StoreExchange::allgather(const std::string& mine) {
     for (const auto& key : e.missing()) missing.push_back(std::stoi(key.substr(base.size())));
     throw RuntimeError(RINGRUN_ERR_TIMEOUT,
                        fmt::format("rendezvous: rank{} {} never arrived at {} within {} s (of {} ranks)",
-                                   missing.size() > 1 ? "s" : "", join_ranks(missing), name(),
+                                   missing.size() > 1 ? "s" : "", rank_list(missing), name(),
                                    timeout_.count() / 1000.0, size_));
   } catch (const store::StoreInterrupted&) {
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
@@ -219,7 +213,7 @@ class PmixExchange final : public Exchange {
     }
     if (!missing.empty())
       throw RuntimeError(RINGRUN_ERR_TIMEOUT, fmt::format("rendezvous: rank{} {} published no address through {}",
-                                                          missing.size() > 1 ? "s" : "", join_ranks(missing), name()));
+                                                          missing.size() > 1 ? "s" : "", rank_list(missing), name()));
     return all;
   }
 

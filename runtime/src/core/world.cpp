@@ -73,6 +73,18 @@ bool machine_oversubscribed(const World& world) {
   return ranks > me.cpus;
 }
 
+std::string rank_list(const std::vector<int>& ranks) {
+  constexpr std::size_t kMost = 32;
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size() && i < kMost; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > kMost) out += " and " + std::to_string(ranks.size() - kMost) + " more";
+  return out;
+}
+
+std::string name_ranks(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
+}
+
 const char* collective_name(Collective kind) {
   switch (kind) {
     case Collective::allreduce: return "allreduce";

@@ -70,6 +70,11 @@ enum class Collective : std::uint8_t {
 };
 const char* collective_name(Collective kind);
 
+// "0, 2, 5" (the first 32, then " and N more"): ranks named in a message.
+std::string rank_list(const std::vector<int>& ranks);
+// "rank 3" or "ranks 0, 2": the same with its noun.
+std::string name_ranks(const std::vector<int>& ranks);
+
 // Every collective starts with this description; ranks compare theirs to detect mismatches.
 struct OpHeader {
   std::uint64_t seq = 0;  // collective number on this communicator

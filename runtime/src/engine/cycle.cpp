@@ -80,7 +80,7 @@ void Engine::decide(const StallFailures& stalled, Clock::time_point now) {
     for (int r = 0; r < size_; ++r)
       if (shutdown_seen_[static_cast<std::size_t>(r)]) finalizing.push_back(r);
     fail_everything(RINGRUN_ERR_NOT_INITIALIZED,
-                    fmt::format("ringrun_finalize() was called on {} while the op was pending", join_ranks(finalizing)));
+                    fmt::format("ringrun_finalize() was called on {} while the op was pending", core::name_ranks(finalizing)));
     return;
   }
   ++cycle_number_;

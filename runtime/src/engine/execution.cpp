@@ -123,7 +123,7 @@ void Engine::fail_mismatched(std::vector<Entry*>& ready, Clock::time_point now) 
         else g->second.push_back(r);
       }
       std::string detail;
-      for (auto& [what, ranks] : groups) detail += (detail.empty() ? "" : "; ") + join_ranks(ranks) + ": " + what;
+      for (auto& [what, ranks] : groups) detail += (detail.empty() ? "" : "; ") + core::name_ranks(ranks) + ": " + what;
       fail_entry(*entry, RINGRUN_ERR_MISMATCH, fmt::format("tensor '{}': ranks disagree: {}", name, detail));
       entry = nullptr;
     }

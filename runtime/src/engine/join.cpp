@@ -101,7 +101,7 @@ void Engine::stand_in_for_joined(std::vector<Entry*>& ready) {
     if (shape.kind != Collective::allreduce) {
       fail_entry(*entry, RINGRUN_ERR_MISMATCH,
                  fmt::format("tensor '{}': {} is not supported while {} {} called join(): only allreduces are",
-                             entry_name(*entry), core::collective_name(shape.kind), join_ranks(joined),
+                             entry_name(*entry), core::collective_name(shape.kind), core::name_ranks(joined),
                              joined.size() > 1 ? "have" : "has"));
       entry = nullptr;
       continue;

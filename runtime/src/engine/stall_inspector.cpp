@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/world.hpp"
 #include "ringrun/environment_variables.hpp"
 
 namespace ringrun::engine {
@@ -25,7 +26,7 @@ StallInspector::Verdict StallInspector::judge(Clock::time_point first_seen, Cloc
 std::string StallInspector::describe(const std::string& name, const std::string& what, Clock::duration waited,
                                      const std::vector<int>& submitted, const std::string& missing) {
   return fmt::format("tensor '{}' ({}) has waited {:.1f} s: submitted by {}, not by {}", name, what, seconds(waited),
-                     join_ranks(submitted), missing);
+                     core::name_ranks(submitted), missing);
 }
 
 std::string StallInspector::shutdown_message(const std::string& description) const {
@@ -35,12 +36,6 @@ std::string StallInspector::shutdown_message(const std::string& description) con
 
 void StallInspector::warn(const std::string& description) {
   std::fprintf(stderr, "ringrun: stall warning: %s\n", description.c_str());
-}
-
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out;
 }
 
 }  // namespace ringrun::engine

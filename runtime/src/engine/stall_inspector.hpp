@@ -50,7 +50,4 @@ class StallInspector {
   Clock::time_point last_look_{};
 };
 
-// "rank 3" or "ranks 0, 2": for messages that name ranks.
-std::string join_ranks(const std::vector<int>& ranks);
-
 }  // namespace ringrun::engine

@@ -20,12 +20,6 @@ constexpr std::uint32_t kHelloMagic = 0x32505252;  // "RRP2"
 constexpr std::size_t kHelloBytes = 24;           // magic u32, rank u32, nonce u64, stream u32, streams u32
 constexpr auto kSpinBeforePoll = std::chrono::microseconds(50);  // see progress()
 
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-
 }  // namespace
 
 TcpMesh::TcpMesh(const World& world, net::Fd listener, std::chrono::milliseconds timeout, int streams)
@@ -80,7 +74,7 @@ void TcpMesh::accept_from_higher(const net::Fd& listener, net::Clock::time_point
           }
       throw RuntimeError(RINGRUN_ERR_TIMEOUT,
                          fmt::format("connecting the ranks: rank{} {} never connected to rank {} within {} ms",
-                                     missing.size() > 1 ? "s" : "", join_ranks(missing), me, timeout.count()));
+                                     missing.size() > 1 ? "s" : "", rank_list(missing), me, timeout.count()));
     }
     net::Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd) continue;
