@@ -2,6 +2,8 @@
 // (Tuolumne) exports: ROCR_VISIBLE_DEVICES in ROCr's numbering (never CUDA_*), the inherited
 // ROCR_VISIBLE_DEVICES list respected, HIP-level lists renumbered to the rank's own devices, and the
 // NCCL variables RCCL reads as on NVIDIA nodes.
+#include "plan/device_env.hpp"
+
 #include <ringrun/plan.hpp>
 
 #include <doctest/doctest.h>

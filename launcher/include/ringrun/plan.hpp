@@ -152,11 +152,6 @@ struct Plan {
 // the task shim re-planning under srun/mpirun).
 Plan make_plan(const PlanInputs& inputs, const LaunchOptions& options);
 
-// The GPU lists a node's ranks may use, from ringrun's (or the task shim's) environment, where
-// `node` has none yet: CUDA_VISIBLE_DEVICES, and for AMD nodes ROCR_VISIBLE_DEVICES, else
-// HIP_VISIBLE_DEVICES (Slurm's gres/gpu sets ROCR_VISIBLE_DEVICES for AMD GPUs).
-void inherit_visible_gpus(const Environment& env, topology::NodeOptions& node);
-
 // The number of ranks when -np is absent: the allocation's tasks, else its GPUs, else its hosts;
 // for the local host alone, `local_gpus` or 1.
 int default_num_proc(const Allocation& allocation, int local_gpus);

@@ -28,10 +28,8 @@ namespace {
 constexpr const char* kLineTag = "ringrun-interfaces";
 constexpr int kProbeTimeoutS = 60;
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
 bool excluded_name(const std::string& name) {
-  return name == "lo" || starts_with(name, "docker") || starts_with(name, "veth") || starts_with(name, "virbr");
+  return name == "lo" || name.starts_with("docker") || name.starts_with("veth") || name.starts_with("virbr");
 }
 
 struct Cidr {
@@ -247,7 +245,7 @@ SharedChoice choose_shared_interface(const std::vector<NodeInterfaces>& nodes) {
                                       fmt::join(each, "; "))};
   }
   for (const auto& name : candidates)
-    if (starts_with(name, "ib"))
+    if (name.starts_with("ib"))
       return {name, fmt::format("InfiniBand (IPoIB) interface, up with an IPv4 address on {}", count)};
   for (const auto& name : candidates)
     if (auto subnet = common_subnet(nodes, name))

@@ -66,11 +66,6 @@ std::optional<std::uint64_t> file_offset_of(const std::vector<Segment>& segments
   return std::nullopt;
 }
 
-std::string basename_of(std::string_view path) {
-  auto slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
 std::string read_head(const std::string& file, std::size_t bytes) {
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
@@ -278,6 +273,11 @@ std::optional<std::string> detect_mpi_program(const std::vector<std::string>& pr
   python_args.push_back(file);
   python_args.insert(python_args.end(), args.begin(), args.end());
   return python_mpi_reason(python_args);
+}
+
+std::string basename_of(std::string_view path) {
+  auto slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
 }  // namespace ringrun

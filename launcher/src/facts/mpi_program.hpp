@@ -28,6 +28,9 @@ std::vector<std::string> shebang_words(std::string_view head);
 // Whether `name` (a path or a file name) is a Python interpreter: python, python3, python3.11.
 bool is_python_interpreter(std::string_view name);
 
+// The last part of a path: "python3" for "/usr/bin/python3".
+std::string basename_of(std::string_view path);
+
 // Whether Python source imports mpi4py (`import mpi4py`, `from mpi4py import MPI`), line by line.
 bool python_source_imports_mpi4py(std::string_view source);
 

@@ -12,6 +12,7 @@
 #include "launch/elastic_start.hpp"
 #include "launch/kubernetes.hpp"
 #include "launch/mpi_programs.hpp"
+#include "plan/device_env.hpp"
 
 #include <ringrun/environment_variables.hpp>
 #include <ringrun/slurm.hpp>

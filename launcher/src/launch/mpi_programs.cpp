@@ -27,11 +27,6 @@ namespace {
 
 constexpr const char* kSessionBaseVariable = "OMPI_MCA_orte_tmpdir_base";
 
-std::string basename_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // A ringrun killed by SIGKILL leaves its watch directory behind; the next one removes those whose
 // ringrun (the pid in the name) is gone.
 void remove_stale_watch_directories(const std::string& tmp) {

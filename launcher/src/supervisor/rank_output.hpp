@@ -33,12 +33,6 @@ void append_records(std::string& out, std::string_view bytes);
 // The bytes of one record (a line without its newline); nullopt when the line is no record.
 std::optional<std::string> decode_record(std::string_view line);
 
-// The task shim, right before it execs the program: fds 1 and 2 become pipes to a forwarder
-// process, which writes what arrives as records on the shim's own stdout and stderr and exits
-// when every writer closed them. The program keeps the task's pid: signals and exit statuses
-// reach srun and mpirun as before. Throws LaunchError when the pipes or the fork fail.
-void start_record_forwarder();
-
 // Splits what a launcher writes on one of its streams into the lines of each rank and its own.
 class LauncherOutputDecoder {
  public:

@@ -1,5 +1,7 @@
 // The task shim's output forwarder (see rank_output.hpp): the program's stdout and stderr, as
 // records on the task's own stdout and stderr, which srun or mpirun carry to ringrun.
+#include "task/output.hpp"
+
 #include "supervisor/rank_output.hpp"
 
 #include <fmt/format.h>

@@ -4,7 +4,8 @@
 #include "facts/cache.hpp"
 #include "facts/interface_probe.hpp"
 #include "facts/python_package.hpp"
-#include "supervisor/rank_output.hpp"
+#include "plan/device_env.hpp"
+#include "task/output.hpp"
 
 #include <ringrun/environment_variables.hpp>
 #include <ringrun/plan.hpp>
