@@ -49,8 +49,8 @@ def run_in(pod, cmd, timeout, on_line=None):
     return elastic_train.run_lines([TEST_K8S, "exec", pod, "--", *cmd], timeout, on_line)
 
 
-def train(total, step_sleep=0.0):
-    return [*ENV, PYTHON, TRAIN, "--worker", "plain", str(total), str(step_sleep), f"k8s-{os.getpid()}"]
+def train(total, step_sleep=0.0, env=()):
+    return [*ENV, *env, PYTHON, TRAIN, "--worker", "plain", str(total), str(step_sleep), f"k8s-{os.getpid()}"]
 
 
 def check_training(lines, size, hosts_not=()):
@@ -146,8 +146,10 @@ def case_elastic():
             threading.Thread(target=lambda: (k8s("delete", "worker-1", "--grace", "2"),
                                              time.sleep(2), k8s("recreate", "worker-1"))).start()
 
-    status, lines = run_in("launcher", [RINGRUN, "--min-np", "4", *train(120, 0.1)], timeout=300,
-                           on_line=on_line)
+    # It ends only once back at 6 ranks (and 4 batches there): under load the worker's return may
+    # take longer than the steps left.
+    status, lines = run_in("launcher", [RINGRUN, "--min-np", "4", *train(60, 0.1, ["ELASTIC_TRAIN_GROW_TO=6"])],
+                           timeout=300, on_line=on_line)
     text = "\n".join(lines)
     assert seen["deleted"], text
     assert status == 0, f"exit {status}:\n" + text

@@ -89,17 +89,21 @@ def worker(mode, total, step_sleep):
 
     state.register_reset_callbacks([on_reset])
 
+    # The size the job must grow back to (and train 4 batches at) before it may end: refill's 3, or
+    # $ELASTIC_TRAIN_GROW_TO. A job that loses a host may otherwise finish before it comes back.
+    grow_to = int(os.environ.get("ELASTIC_TRAIN_GROW_TO") or (3 if mode == "refill" else 0))
+
     def done(state):
         if state.batch >= 2000:  # a bound: the driver then fails on the counts
             return True
-        if mode == "refill":
-            return state.batch >= total and hvd.size() == 3 and 0 <= state.grown <= state.batch - 4
+        if grow_to:
+            return state.batch >= total and hvd.size() == grow_to and 0 <= state.grown <= state.batch - 4
         return state.batch >= total
 
     @hvd.elastic.run
     def train(state):
         n, r = hvd.size(), hvd.rank()
-        if mode == "refill" and n == 3 and _ringrun.epoch() > 0 and state.grown < 0:
+        if grow_to and n == grow_to and _ringrun.epoch() > 0 and state.grown < 0:
             state.grown = state.batch  # the same on every rank: the state was just synced
         print(f"TRAIN id={ident} pid={pid} rank={r} size={n} world={_ringrun.epoch()} batch={state.batch} "
               f"epoch={state.epoch} pn={state.sampler.processed_num}", flush=True)
