@@ -105,7 +105,12 @@ Allocation gather_allocation(const Invocation& inv, const Environment& env, cons
   if (job.mpijob) return read_mpijob_hostfile(*job.mpijob);
   if (job.pod) {
     int gpus = 0;
-    if (!job.pod->nproc_per_node) gpus = static_cast<int>(topology::usable_gpu_count(topology::load_live_cached(), inv.launch.node));
+    if (!job.pod->nproc_per_node) {
+      // auto: the GPUs the ranks may use, as the plan will count them (CUDA_VISIBLE_DEVICES too).
+      topology::NodeOptions node = inv.launch.node;
+      inherit_visible_gpus(env, node);
+      gpus = static_cast<int>(topology::usable_gpu_count(topology::load_live_cached(), node));
+    }
     Allocation pods = pod_allocation(*job.pod, pod_ranks(*job.pod, gpus), self);
     if (inv.launch.num_proc && *inv.launch.num_proc != pods.total_slots())
       throw InputError(fmt::format("-np {} : a per-pod job has PET_NNODES x ranks per pod = {} ranks; leave -np out "
