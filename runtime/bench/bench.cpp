@@ -11,6 +11,7 @@
 #include "peer.hpp"
 #include "wire.hpp"
 
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/ringrun.h>
 
 #ifdef RINGRUN_BENCH_HAVE_MPI
@@ -338,7 +339,7 @@ int run(int argc, char **argv) {
   // The collective rows measure the transports' own collectives, as before the engine started in
   // ringrun_init; --collective engine starts it with its first async op and measures it (and its
   // routed calls) beside the direct path. A value the user set wins.
-  ::setenv("RINGRUN_ENGINE_AT_INIT", "0", 0);
+  ::setenv(ringrun::variables::kEngineAtInit.name, "0", 0);
   if (const int rc = ringrun_init(); rc != 0)
     fail(fmt::format("ringrun_init failed ({}): {} (start it with `ringrun -np 2 build/bin/ringrun-bench` or "
                      "`mpirun --allow-run-as-root -np 2 build/bin/ringrun-bench`)",

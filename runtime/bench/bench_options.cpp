@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <ringrun/environment_variables.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -173,7 +175,7 @@ std::optional<int> apply_words(const OptionWords &words, Options &options) {
 }  // namespace
 
 int launcher_rank() {
-  for (const char *name : {"RINGRUN_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+  for (const char *name : {ringrun::variables::kRank.name, "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
     if (const char *value = std::getenv(name)) return std::atoi(value);
   }
   return 0;

@@ -162,8 +162,8 @@ def main(argv):
     }
     header = {"tensorflow": tf.__version__, "keras": keras.__version__, "transport": _ringrun.transport_name(),
               "load_1min": os.getloadavg()[0], "env": {k: os.environ.get(k) for k in (
-                  "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "RINGRUN_FUSION_THRESHOLD_MB",
-                  "RINGRUN_CYCLE_TIME_MS") if os.environ.get(k)}}
+                  "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", _ringrun.variables.FUSION_THRESHOLD_MB,
+                  _ringrun.variables.CYCLE_TIME_MS) if os.environ.get(k)}}
     if hvd.rank() == 0:
         if args.json:
             print(json.dumps({"header": header, "rows": [row]}, indent=1), flush=True)

@@ -304,7 +304,9 @@ def main(argv):
         row["case_seconds"] = time.perf_counter() - t0
         row["verdict"] = verdict(row)
         rows.append(row)
-    env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_", "RINGRUN_FUSION_THRESHOLD_MB", "RINGRUN_CYCLE_TIME_MS")}
+    from ringrun._ringrun import variables
+    env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_",
+                                          variables.FUSION_THRESHOLD_MB, variables.CYCLE_TIME_MS)}
     header = {
         "torch": torch.__version__, "threads_per_rank": torch.get_num_threads(),
         "transport": _ringrun.transport_name(), "env": env,

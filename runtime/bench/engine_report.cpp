@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <ringrun/variable_read.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -20,9 +22,10 @@ constexpr std::size_t kLatencyTargetMaxBytes = 4096;  // "small": the 50 us targ
 
 std::string verdict(const std::optional<double> &value, bool met) { return value ? (met ? "met" : "NOT") : "-"; }
 
-std::string env_or_default(const char *name, const char *fallback) {
-  const char *value = std::getenv(name);
-  return value && *value ? fmt::format("{} (from {})", value, name) : fmt::format("{} (default)", fallback);
+// "8 (from RINGRUN_FUSION_THRESHOLD_MB)" or "128 (default)": which setting the run measured.
+std::string env_or_default(const ringrun::variables::Variable &v) {
+  auto value = ringrun::variables::read_set(v);
+  return value ? fmt::format("{} (from {})", *value, v.name) : fmt::format("{} (default)", v.default_value);
 }
 
 // Met only when both fractions reach the target: fused_frac takes one_big_us from the phase before
@@ -48,14 +51,13 @@ void print_header(const EngineBenchOptions &options, const EngineBenchContext &c
              options.shuffle ? "shuffled (each rank its own random order, new every step)" : "in order on every rank");
   fmt::print("# engine: fusion threshold MiB {}, cycle ms {}, response cache {}; tensors named grad.0, grad.1, ... "
              "in every workload\n",
-             env_or_default("RINGRUN_FUSION_THRESHOLD_MB", "128"), env_or_default("RINGRUN_CYCLE_TIME_MS", "1"),
-             env_or_default("RINGRUN_CACHE_CAPACITY", "1024"));
-  const char *capacity = std::getenv("RINGRUN_CACHE_CAPACITY");
-  const std::size_t cache_entries = capacity && *capacity ? std::strtoull(capacity, nullptr, 10) : 1024;
+             env_or_default(ringrun::variables::kFusionThresholdMb), env_or_default(ringrun::variables::kCycleTimeMs),
+             env_or_default(ringrun::variables::kCacheCapacity));
+  const auto cache_entries = static_cast<std::size_t>(*ringrun::variables::read_integer(ringrun::variables::kCacheCapacity));
   if (options.run_fusion && options.fusion_tensors > cache_entries)
     fmt::print("# note: {} tensors do not fit the response cache ({} entries): the names past it are described in "
-               "full every step (raise RINGRUN_CACHE_CAPACITY to compare)\n",
-               options.fusion_tensors, cache_entries);
+               "full every step (raise {} to compare)\n",
+               options.fusion_tensors, cache_entries, ringrun::variables::kCacheCapacity.name);
   fmt::print("# peer: {}\n", context.peer ? context.peer->description(Collective::allreduce) : "none (--peer none)");
   fmt::print("# memcpy_1core_GBps {:.2f} (64 MiB glibc memcpy on rank 0, median of 20: how much of the machine was left)\n",
              context.memcpy_GBps);

@@ -19,6 +19,8 @@
 
 #include "common.hpp"
 
+#include <ringrun/variable_read.hpp>
+
 namespace ringrun::bench {
 namespace {
 
@@ -48,7 +50,9 @@ class Socket {
 // The address the runtime listens on, found the way its bootstrap finds it: the interface named by
 // RINGRUN_NETWORK_INTERFACE, else the source address of the route to the store, else the hostname's.
 in_addr_t probe_address() {
-  if (const char *name = std::getenv("RINGRUN_NETWORK_INTERFACE"); name && *name) {
+  namespace variables = ringrun::variables;
+  if (const auto interface = variables::read_text(variables::kNetworkInterface)) {
+    const char *name = interface->c_str();
     ifaddrs *list = nullptr;
     if (getifaddrs(&list) != 0) fail_errno("getifaddrs");
     std::optional<in_addr_t> found;
@@ -56,12 +60,12 @@ in_addr_t probe_address() {
       if (it->ifa_addr && it->ifa_addr->sa_family == AF_INET && std::strcmp(it->ifa_name, name) == 0)
         found = reinterpret_cast<sockaddr_in *>(it->ifa_addr)->sin_addr.s_addr;
     freeifaddrs(list);
-    if (!found) fail(fmt::format("wire bound: RINGRUN_NETWORK_INTERFACE='{}' has no IPv4 address", name));
+    if (!found) fail(fmt::format("wire bound: {}='{}' has no IPv4 address", variables::kNetworkInterface.name, name));
     return *found;
   }
   std::string host;
   const char *port = "9";
-  std::string store = std::getenv("RINGRUN_STORE_ADDR") ? std::getenv("RINGRUN_STORE_ADDR") : "";
+  const std::string store = variables::read_text(variables::kStoreAddr).value_or("");
   const bool via_store = !store.empty() && store.rfind(':') != std::string::npos;
   if (via_store) {
     host = store.substr(0, store.rfind(':'));
@@ -75,7 +79,7 @@ in_addr_t probe_address() {
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo *result = nullptr;
   if (getaddrinfo(host.c_str(), port, &hints, &result) != 0 || result == nullptr)
-    fail(fmt::format("wire bound: cannot resolve {} (set RINGRUN_NETWORK_INTERFACE)", host));
+    fail(fmt::format("wire bound: cannot resolve {} (set {})", host, ringrun::variables::kNetworkInterface.name));
   sockaddr_in address = *reinterpret_cast<sockaddr_in *>(result->ai_addr);
   freeaddrinfo(result);
   if (!via_store) return address.sin_addr.s_addr;

@@ -1,10 +1,13 @@
 // The environment contract's one table (ringrun/environment_variables.hpp) against ringrun(1)'s
 // ENVIRONMENT section, and the lists the launcher derives from it.
 #include <ringrun/environment_variables.hpp>
+#include <ringrun/variable_read.hpp>
 #include <ringrun/rank_environment.hpp>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -99,4 +102,58 @@ TEST_CASE("a variable's value travels under every name that carries it") {
                       "RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS", "RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS",
                       "RINGRUN_START_TIMEOUT", "RINGRUN_STORE_ADDR", "RINGRUN_TCP", "RINGRUN_TIMELINE_FILENAME",
                       "RINGRUN_TIMELINE_MARK_CYCLES", "WORLD_SIZE"});
+}
+
+TEST_CASE("every variable reads through its type: the table's default when unset, its bounds when set") {
+  using variables::Type;
+  for (const variables::Variable* v : variables::kAll) {
+    CAPTURE(v->name);
+    const variables::Values unset;
+    const bool has_default = *v->default_value != '\0';
+    switch (v->type) {
+      case Type::integer:
+      case Type::number: {
+        auto read = [v](const variables::Values& env) {
+          return v->type == Type::integer ? static_cast<double>(variables::read_integer(*v, &env).value_or(-1))
+                                          : variables::read_number(*v, &env).value_or(-1);
+        };
+        if (has_default) CHECK(read(unset) == *variables::parse_decimal(v->default_value));
+        else CHECK(read(unset) == -1);
+        const std::string low = fmt::format("{:.0f}", std::ceil(v->min)), high = fmt::format("{:.0f}", std::floor(v->max));
+        CHECK(read({{v->name, low}}) == std::ceil(v->min));
+        CHECK(read({{v->name, high}}) == std::floor(v->max));
+        for (const std::string& bad : {fmt::format("{:.0f}", v->max * 2 + 1), std::string("x"), std::string("1x")})
+          CHECK_THROWS_WITH_AS(read({{v->name, bad}}), doctest::Contains(v->name), InputError);
+        if (v->min > 0) CHECK_THROWS_AS(read({{v->name, "0"}}), InputError);
+        break;
+      }
+      case Type::flag:
+        CHECK(variables::read_flag(*v, &unset) == (has_default ? std::optional<bool>(std::string(v->default_value) == "1")
+                                                              : std::nullopt));
+        {
+          const variables::Values on{{v->name, "1"}}, bad{{v->name, "yes"}};
+          CHECK(variables::read_flag(*v, &on).value_or(false));
+          CHECK_THROWS_WITH_AS(variables::read_flag(*v, &bad), doctest::Contains(v->name), InputError);
+        }
+        break;
+      case Type::text:
+        CHECK(variables::read_text(*v, &unset) == (has_default ? std::optional<std::string>(v->default_value)
+                                                              : std::nullopt));
+        CHECK(v->min == 0);
+        CHECK(v->max == 0);
+        break;
+    }
+  }
+}
+
+TEST_CASE("a read of another type than the table's is a programming error, not bad input") {
+  CHECK_THROWS_AS(variables::read_text(variables::kPeerTimeout), std::logic_error);
+  CHECK_THROWS_AS(variables::read_integer(variables::kStoreAddr), std::logic_error);
+}
+
+TEST_CASE("the message names the variable, the bounds and the default") {
+  const variables::Values env{{variables::kPeerTimeout.name, "0"}};
+  CHECK_THROWS_WITH(variables::read_integer(variables::kPeerTimeout, &env),
+                    "RINGRUN_PEER_TIMEOUT='0': expected an integer from 1 to 86400 (seconds); fix it, or unset it "
+                    "for 30");
 }

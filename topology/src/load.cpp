@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ringrun/environment_variables.hpp"
+#include <ringrun/variable_read.hpp>
 #include "ringrun/topology.hpp"
 #include "ringrun/topology_cache.hpp"
 #include "native/readers.hpp"
@@ -409,10 +409,9 @@ std::optional<Topology> load_xml_native(const std::string& path) {
 }
 
 Topology load_xml(const std::string& path) {
-  const char* loader = std::getenv(variables::kTopologyLoader.name);
-  const std::string_view choice = loader ? loader : "";
+  const std::string choice = *variables::read_text(variables::kTopologyLoader);
   if (choice == "hwloc") return load_xml_hwloc(path);
-  if (!choice.empty() && choice != "native") {
+  if (choice != "native") {
     throw TopologyError(fmt::format("ringrun: {}='{}' is neither 'native' nor 'hwloc' (reading --topology '{}')",
                                     variables::kTopologyLoader.name, choice, path));
   }

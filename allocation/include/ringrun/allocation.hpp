@@ -14,15 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include <ringrun/input_error.hpp>
+
 namespace ringrun {
 
 using Environment = std::map<std::string, std::string>;
-
-// A malformed input. what() is the whole one-line message, naming the input and the fix, e.g.
-// "SLURM_TASKS_PER_NODE='2(x3' : missing ')' at column 4".
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 struct HostSlots {
   std::string name;

@@ -7,7 +7,7 @@
 #include <charconv>
 #include <limits>
 
-#include "ringrun/environment_variables.hpp"
+#include "ringrun/variable_read.hpp"
 #include "ringrun/slurm.hpp"
 
 namespace ringrun {
@@ -78,14 +78,7 @@ std::optional<int> gres_count(std::string_view name, const std::string& value) {
 }  // namespace
 
 std::size_t max_hostlist_names(const Environment& env) {
-  const auto* value = find(env, variables::kMaxHostlist.name);
-  if (!value) return 1'000'000;
-  std::size_t n = 0;
-  const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), n);
-  if (ec != std::errc{} || end != value->data() + value->size() || n == 0)
-    throw InputError(
-        fmt::format("{}='{}' : expected a positive number of host names", variables::kMaxHostlist.name, *value));
-  return n;
+  return static_cast<std::size_t>(*variables::read_integer(variables::kMaxHostlist, &env));
 }
 
 namespace {

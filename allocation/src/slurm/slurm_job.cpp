@@ -12,7 +12,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "ringrun/environment_variables.hpp"
+#include <ringrun/variable_read.hpp>
 #include "ringrun/slurm.hpp"
 
 #if RINGRUN_HAVE_LIBSLURM
@@ -66,7 +66,7 @@ const Libslurm& libslurm(const std::string& job_id) {
 // RINGRUN_MAX_HOSTLIST bounds this expansion as it bounds the one from SLURM's environment.
 Environment limit_env() {
   Environment env;
-  if (const char* v = std::getenv(variables::kMaxHostlist.name)) env.emplace(variables::kMaxHostlist.name, v);
+  if (auto v = variables::read_set(variables::kMaxHostlist)) env.emplace(variables::kMaxHostlist.name, *v);
   return env;
 }
 

@@ -1,4 +1,5 @@
 #include <ringrun/cli.hpp>
+#include <ringrun/environment_variables.hpp>
 
 #include "backend/table.hpp"
 #include "cli/horovodrun.hpp"
@@ -96,10 +97,11 @@ void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::stri
       ->allow_extra_args(false)  // exactly two: the program follows
       ->option_text("MIN MAX");
   app.add_option("--discovery-interval", e.discovery_interval_s,
-                 "Elastic mode: seconds between the end of one run of --host-discovery-script (or the job's node "
-                 "query) and the next (default 1, also RINGRUN_DISCOVERY_INTERVAL)")
+                 fmt::format("Elastic mode: seconds between the end of one run of --host-discovery-script (or the "
+                             "job's node query) and the next (default {}, also {})",
+                             variables::kDiscoveryInterval.default_value, variables::kDiscoveryInterval.name))
       ->type_name("SECONDS")
-      ->check(number("--discovery-interval", "the interval", 0, "1", true));
+      ->check(number("--discovery-interval", "the interval", 0, variables::kDiscoveryInterval.default_value, true));
   app.add_option("--elastic-timeout", e.elastic_timeout_s, "Elastic mode: seconds to wait for --min-np slots before "
                                                            "ending the job (default 600)")
       ->type_name("SECONDS")

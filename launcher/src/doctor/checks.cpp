@@ -3,6 +3,8 @@
 // checks (RDMA, memlock, /dev/shm, the network interface) are in doctor/transports.cpp.
 #include "doctor/checks.hpp"
 
+#include <ringrun/environment_variables.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -188,8 +190,9 @@ Check check_nccl(const HostFacts& facts) {
   if (facts.nccl.version) return pass("nccl", fmt::format("{} ({})", *facts.nccl.version, facts.nccl.path));
   if (facts.gpus_seen.value_or(0) == 0) return pass("nccl", "libnccl.so.2 not found (no GPUs here: not needed)");
   return warn("nccl", "libnccl.so.2 not loadable: " + facts.nccl.error,
-              "pip install nvidia-nccl-cu13 into the job's environment (nvidia-nccl-cu12 beside a CUDA 12 torch), "
-              "or set RINGRUN_NCCL_LIBRARY to a libnccl.so.2");
+              fmt::format("pip install nvidia-nccl-cu13 into the job's environment (nvidia-nccl-cu12 beside a CUDA 12 "
+                          "torch), or set {} to a libnccl.so.2",
+                          variables::kNcclLibrary.name));
 }
 
 Check check_cuda_driver(const HostFacts& facts) {

@@ -6,7 +6,7 @@
 #include "facts/python_package.hpp"
 #include "facts/srun.hpp"
 
-#include <ringrun/environment_variables.hpp>
+#include <ringrun/variable_read.hpp>
 #include <ringrun/gpu_libraries.hpp>
 #include <ringrun/kubernetes.hpp>
 #include <ringrun/slurm.hpp>
@@ -296,7 +296,7 @@ HostFacts gather_host_facts(const Environment& env, const DoctorOptions& options
   facts.memlock_soft_bytes = memlock_soft_limit();
   facts.shm_total_bytes = shm_size().total;
   facts.network_interface =
-      options.network_interface ? options.network_interface : env_value(env, variables::kNetworkInterface.name);
+      options.network_interface ? options.network_interface : variables::read_text(variables::kNetworkInterface, &env);
   facts.interfaces = probe_interfaces();
   facts.python = probe_python_binding(env);
   facts.pod_job = probe_pod_job(env);

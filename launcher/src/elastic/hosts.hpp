@@ -9,6 +9,7 @@
 #pragma once
 
 #include <ringrun/allocation.hpp>
+#include <ringrun/environment_variables.hpp>
 #include <ringrun/rank_environment.hpp>
 
 #include <chrono>
@@ -220,8 +221,9 @@ std::string elastic_timeout_message(int available_slots, int min_np, double elas
 // hosts and are retried.
 class DiscoveryPollPolicy {
  public:
-  static constexpr std::chrono::seconds kInterval{1};  // Horovod's DISCOVER_HOSTS_FREQUENCY_SECS
-  static constexpr double kIntervalSeconds = static_cast<double>(kInterval.count());
+  // RINGRUN_DISCOVERY_INTERVAL's default, Horovod's DISCOVER_HOSTS_FREQUENCY_SECS.
+  static constexpr double kIntervalSeconds = variables::default_number(variables::kDiscoveryInterval);
+  static constexpr std::chrono::duration<double> kInterval{kIntervalSeconds};
   // "every second", "every 0.01 s": how often the script runs, for messages.
   static std::string every(double interval_s);
 

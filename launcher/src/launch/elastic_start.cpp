@@ -5,7 +5,7 @@
 #include "backend/table.hpp"
 #include "elastic/discovery.hpp"
 
-#include <ringrun/environment_variables.hpp>
+#include <ringrun/variable_read.hpp>
 
 #include <fmt/format.h>
 
@@ -32,15 +32,7 @@ std::string allocation_node_query(const Environment& env) {
 
 double discovery_interval(const Invocation& inv, const Environment& env) {
   if (inv.elastic.discovery_interval_s) return *inv.elastic.discovery_interval_s;
-  const auto it = env.find(variables::kDiscoveryInterval.name);
-  if (it == env.end() || it->second.empty()) return DiscoveryPollPolicy::kIntervalSeconds;
-  double seconds = 0;
-  const std::string& text = it->second;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-  if (ec != std::errc() || end != text.data() + text.size() || !(seconds > 0))
-    throw InputError(fmt::format("{}='{}' : not a positive number of seconds; give e.g. {}=0.5, or unset it for 1",
-                                 variables::kDiscoveryInterval.name, text, variables::kDiscoveryInterval.name));
-  return seconds;
+  return *variables::read_number(variables::kDiscoveryInterval, &env);
 }
 
 std::optional<DiscoveredStart> discovered_start(const Invocation& inv, const std::string& self, double interval_s) {

@@ -3,7 +3,7 @@
 
 #include "supervisor/parts.hpp"
 
-#include <ringrun/environment_variables.hpp>
+#include <ringrun/variable_read.hpp>
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>
 
@@ -85,9 +85,8 @@ int pod_ranks(const PodContract& contract, int usable_gpus) {
 }
 
 std::string pod_job_secret(const PodContract& contract, const Environment& env) {
-  auto given = env.find(std::string(variables::kJobSecret.name));
-  if (given != env.end() && !given->second.empty()) {
-    const std::string& s = given->second;
+  if (const auto given = variables::read_set(variables::kJobSecret, &env)) {
+    const std::string& s = *given;
     if (s.size() != 64 || s.find_first_not_of("0123456789abcdef") != std::string::npos)
       throw InputError(fmt::format("{} : a per-pod job's secret must be 64 lowercase hex digits (e.g. from "
                                    "`openssl rand -hex 32` in a Kubernetes Secret)",

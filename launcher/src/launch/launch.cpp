@@ -14,7 +14,7 @@
 #include "launch/mpi_programs.hpp"
 #include "plan/device_env.hpp"
 
-#include <ringrun/environment_variables.hpp>
+#include <ringrun/variable_read.hpp>
 #include <ringrun/slurm.hpp>
 #include <ringrun/store.hpp>
 #include <ringrun/topology_cache.hpp>
@@ -144,10 +144,7 @@ LauncherKind resolve_launcher(LauncherKind requested, const Allocation& alloc, c
 }
 
 // The sysfs tree NCCL facts are read from: RINGRUN_SYSFS_ROOT (tests' fixture trees), else /sys.
-std::string sysfs_root(const Environment& env) {
-  auto it = env.find(variables::kSysfsRoot.name);
-  return it != env.end() && !it->second.empty() ? it->second : "/sys";
-}
+std::string sysfs_root(const Environment& env) { return *variables::read_text(variables::kSysfsRoot, &env); }
 
 // This host's interfaces: the names in /sys/class/net, with IFF_UP and IPv4 addresses from
 // getifaddrs. An address in 169.254.0.0/16 (link-local) does not count as one.

@@ -7,7 +7,7 @@
 #include "plan/device_env.hpp"
 #include "task/output.hpp"
 
-#include <ringrun/environment_variables.hpp>
+#include <ringrun/variable_read.hpp>
 #include <ringrun/plan.hpp>
 #include <ringrun/process.hpp>
 #include <ringrun/rank_environment.hpp>
@@ -29,17 +29,17 @@
 namespace ringrun {
 namespace {
 
-std::optional<int> env_int(const Environment& env, const char* name) {
+// Another launcher's rank or count (OMPI_COMM_WORLD_RANK, SLURM_NTASKS), bounded as RINGRUN_RANK is.
+std::optional<int> launcher_number(const Environment& env, const char* name) {
   auto it = env.find(name);
   if (it == env.end()) return std::nullopt;
-  try {
-    std::size_t used = 0;
-    int v = std::stoi(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument(name);
-    return v;
-  } catch (const std::exception&) {
-    throw InputError(fmt::format("{}='{}' : not a number", name, it->second));
-  }
+  return static_cast<int>(variables::parse_integer(name, it->second, 0, variables::kRank.max));
+}
+
+// A table variable the launcher passed to the shim (RINGRUN_GPUS_PER_RANK, ...), with its default.
+std::optional<int> shim_integer(const Environment& env, const variables::Variable& v) {
+  auto value = variables::read_integer(v, &env);
+  return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -61,16 +61,17 @@ struct TaskIdentity {
 TaskIdentity find_identity(const Environment& env) {
   TaskIdentity id;
   // An elastic member's one-task step: the slot is the plan's rank; the size is the plan's (run_task).
-  if (auto slot = env_int(env, variables::kElasticSlot.name)) {
+  if (auto slot = shim_integer(env, variables::kElasticSlot)) {
     id = {*slot, 0, std::nullopt, "ringrun's elastic supervisor"};
-  } else if (auto r = env_int(env, "OMPI_COMM_WORLD_RANK")) {
-    id = {*r, env_int(env, "OMPI_COMM_WORLD_SIZE").value_or(1), env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"), "Open MPI"};
-  } else if (auto r2 = env_int(env, "SLURM_PROCID"); r2 && env.count("SLURM_STEP_ID")) {
-    id = {*r2, env_int(env, "SLURM_NTASKS").value_or(1), env_int(env, "SLURM_LOCALID"), "srun"};
-  } else if (auto r3 = env_int(env, "PMIX_RANK")) {
-    id = {*r3, env_int(env, variables::kSize.name).value_or(1), std::nullopt, "PMIx"};
-  } else if (auto r4 = env_int(env, "PMI_RANK")) {
-    id = {*r4, env_int(env, "PMI_SIZE").value_or(1), std::nullopt, "PMI"};
+  } else if (auto r = launcher_number(env, "OMPI_COMM_WORLD_RANK")) {
+    id = {*r, launcher_number(env, "OMPI_COMM_WORLD_SIZE").value_or(1), launcher_number(env, "OMPI_COMM_WORLD_LOCAL_RANK"),
+          "Open MPI"};
+  } else if (auto r2 = launcher_number(env, "SLURM_PROCID"); r2 && env.count("SLURM_STEP_ID")) {
+    id = {*r2, launcher_number(env, "SLURM_NTASKS").value_or(1), launcher_number(env, "SLURM_LOCALID"), "srun"};
+  } else if (auto r3 = launcher_number(env, "PMIX_RANK")) {
+    id = {*r3, shim_integer(env, variables::kSize).value_or(1), std::nullopt, "PMIx"};
+  } else if (auto r4 = launcher_number(env, "PMI_RANK")) {
+    id = {*r4, launcher_number(env, "PMI_SIZE").value_or(1), std::nullopt, "PMI"};
   } else {
     throw InputError("ringrun task: no rank found (none of OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK, PMI_RANK); "
                      "the task shim runs under srun or mpirun started by ringrun");
@@ -106,16 +107,16 @@ struct TaskLayout {
 };
 
 TaskLayout task_layout(const Environment& env, TaskIdentity& id, bool elastic_member) {
-  auto layout_it = env.find(variables::kLayout.name);
-  auto hosts_it = env.find(variables::kHosts.name);
-  if (layout_it == env.end() || hosts_it == env.end())
+  const auto layout_text = variables::read_set(variables::kLayout, &env);
+  const auto hosts_text = variables::read_set(variables::kHosts, &env);
+  if (!layout_text || !hosts_text)
     throw InputError(fmt::format("ringrun task: {}/{} are not set; start jobs with ringrun, not the shim",
                                  variables::kLayout.name, variables::kHosts.name));
   TaskLayout layout;
   layout.alloc.source = AllocationSource::hosts_flag;
   layout.alloc.explicit_slots = true;
-  std::vector<std::string> names = split(hosts_it->second);
-  std::vector<std::string> counts = split(layout_it->second);
+  std::vector<std::string> names = split(*hosts_text);
+  std::vector<std::string> counts = split(*layout_text);
   if (names.size() != counts.size())
     throw InputError(fmt::format("ringrun task: {} has {} hosts but {} {} counts", variables::kHosts.name,
                                  names.size(), variables::kLayout.name, counts.size()));
@@ -129,7 +130,7 @@ TaskLayout task_layout(const Environment& env, TaskIdentity& id, bool elastic_me
   if (elastic_member) id.size = first;
   if (first != id.size || id.rank >= id.size)
     throw InputError(fmt::format("ringrun task: rank {} of {} (from {}) does not fit {}={}", id.rank, id.size,
-                                 id.source, variables::kLayout.name, layout_it->second));
+                                 id.source, variables::kLayout.name, *layout_text));
   return layout;
 }
 
@@ -139,22 +140,19 @@ LaunchOptions task_options(const Environment& env, const std::vector<std::string
   LaunchOptions options;
   options.num_proc = size;
   options.program = program;
-  options.node.gpus_per_rank = env_int(env, variables::kGpusPerRank.name).value_or(1);
-  options.node.bind = !(env.count(variables::kBind.name) && env.at(variables::kBind.name) == "none");
-  options.node.cpus_per_rank = env_int(env, variables::kCpusPerRank.name);
+  options.node.gpus_per_rank = *shim_integer(env, variables::kGpusPerRank);
+  options.node.bind = *variables::read_text(variables::kBind, &env) != "none";
+  options.node.cpus_per_rank = shim_integer(env, variables::kCpusPerRank);
   inherit_visible_gpus(env, options.node);  // CUDA_VISIBLE_DEVICES, or AMD's ROCR_VISIBLE_DEVICES
-  if (auto it = env.find(variables::kStartTimeout.name); it != env.end())
-    options.start_timeout_s = std::stod(it->second);
-  auto value_of = [&env](const char* name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-  options.network_interface = value_of(variables::kNetworkInterface.name);
-  options.mem_bind_local = value_of(variables::kMemBind.name) == std::optional<std::string>("local");
-  options.nccl.algo = value_of(variables::kNcclAlgo.name);
-  options.nccl.proto = value_of(variables::kNcclProto.name);
-  options.nccl.ib_gid_index = value_of(variables::kNcclIbGidIndex.name);
-  options.nccl.tcp = value_of(variables::kTcp.name) == std::optional<std::string>("1");
+  if (variables::read_set(variables::kStartTimeout, &env))
+    options.start_timeout_s = static_cast<double>(*variables::read_integer(variables::kStartTimeout, &env));
+  auto text = [&env](const variables::Variable& v) { return variables::read_text(v, &env); };
+  options.network_interface = text(variables::kNetworkInterface);
+  options.mem_bind_local = text(variables::kMemBind) == std::optional<std::string>("local");
+  options.nccl.algo = text(variables::kNcclAlgo);
+  options.nccl.proto = text(variables::kNcclProto);
+  options.nccl.ib_gid_index = text(variables::kNcclIbGidIndex);
+  options.nccl.tcp = *variables::read_flag(variables::kTcp, &env);
   return options;
 }
 
@@ -166,20 +164,17 @@ RankSlot plan_own_slot(const Environment& env, const TaskIdentity& id, const Tas
   PlanInputs in;
   in.allocation = layout.alloc;
   in.launcher_env = env;
-  auto value_or = [&env](const char* name, const std::string& otherwise) {
-    auto it = env.find(name);
-    return it != env.end() ? it->second : otherwise;
-  };
-  in.master_addr = value_or(variables::kMasterAddr.name, layout.alloc.hosts.front().name);
-  in.master_port = env_int(env, variables::kMasterPort.name).value_or(29500);
-  in.store_addr = value_or(variables::kStoreAddr.name, "");
-  in.job_secret = value_or(variables::kJobSecret.name, "");
+  auto text = [&env](const variables::Variable& v) { return variables::read_text(v, &env); };
+  in.master_addr = text(variables::kMasterAddr).value_or(layout.alloc.hosts.front().name);
+  in.master_port = *shim_integer(env, variables::kMasterPort);
+  in.store_addr = text(variables::kStoreAddr).value_or("");
+  in.job_secret = text(variables::kJobSecret).value_or("");
   // This node's NCCL facts: the NCCL it loads and its HCA ports' RoCE GIDs.
   in.nccl_version = cached_nccl_version(env);
   // The task shim is the launcher's own executable: the same package folder, found on this node.
   in.python_package_dir = find_python_package_dir(executable_dir());
   in.virtualenv = find_virtualenv(executable_dir());
-  in.roce_gid_indexes = topology::roce_gid_indexes(value_or(variables::kSysfsRoot.name, "/sys"), topo);
+  in.roce_gid_indexes = topology::roce_gid_indexes(*text(variables::kSysfsRoot), topo);
   in.node_layout = [&](std::size_t host, int local_size) {
     if (host == layout.own_host) return topology::plan_node(topo, local_size, options.node);
     return std::vector<topology::LocalSlot>(static_cast<std::size_t>(local_size));
@@ -199,7 +194,7 @@ int run_task(const std::vector<std::string>& program, const Environment& env) {
   if (program.empty()) throw InputError("ringrun task: no program given; write: ringrun task -- PROGRAM [ARGS...]");
   if (program.size() == 1 && program[0] == "--probe-interfaces") return print_probe_line();
   TaskIdentity id = find_identity(env);
-  const bool elastic_member = env.count(variables::kElasticSlot.name) > 0;
+  const bool elastic_member = variables::read_set(variables::kElasticSlot, &env).has_value();
   const TaskLayout layout = task_layout(env, id, elastic_member);
   const LaunchOptions options = task_options(env, program, id.size);
   const RankSlot slot = plan_own_slot(env, id, layout, options);

@@ -34,7 +34,6 @@ SOURCES_DIR = os.path.join(_TENSORFLOW_DIR, 'src')
 # The runtime library the op library links: the package's own (pip), or the build tree's.
 _RUNTIME_CANDIDATES = (os.path.join(_PACKAGE_DIR, 'lib', 'libringrun_runtime.so.0'),
                        os.path.join(_PACKAGE_DIR, '..', '..', 'lib', 'libringrun_runtime.so.0'))
-CACHE_VARIABLE = 'RINGRUN_CACHE_DIR'
 _BUILD_SECONDS = 600
 
 
@@ -83,8 +82,10 @@ def can_compile():
 
 def cache_root():
     """The folder compiled op libraries are kept in."""
-    if os.environ.get(CACHE_VARIABLE):
-        return os.environ[CACHE_VARIABLE]
+    from ringrun._ringrun import variables
+    given = variables.read(variables.CACHE_DIR)
+    if given:
+        return given
     base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
     return os.path.join(base, 'ringrun')
 

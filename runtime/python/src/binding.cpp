@@ -14,6 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include <pybind11/stl.h>
+#include <ringrun/variable_read.hpp>
+
 namespace ringrun::python {
 
 bool initialized() { return ringrun_transport_name() != nullptr; }
@@ -200,6 +203,40 @@ void define_elastic(py::module_& m) {
   m.attr("ERR_REMOVED") = static_cast<int>(RINGRUN_ERR_REMOVED);
 }
 
+// The environment contract (ringrun/environment_variables.hpp) for the Python package, which then
+// spells no name, default or bound itself: ringrun's own variables as attributes without their
+// prefix, and read() through the table's typed reader.
+void define_variables(py::module_& m) {
+  namespace v = ringrun::variables;
+  py::module_ sub = m.def_submodule(
+      "variables", "The environment variables ringrun reads or sets (ringrun(1), ENVIRONMENT). Each of ringrun's own "
+                   "is an attribute named without its prefix, e.g. variables.RANK is the name of the rank's variable.");
+  for (const v::Variable* var : v::kAll) {
+    const std::string_view name = var->name;
+    if (name.starts_with(v::kPrefix)) sub.attr(std::string(name.substr(v::kPrefix.size())).c_str()) = var->name;
+  }
+  sub.def(
+      "read",
+      [](const std::string& name) -> py::object {
+        const v::Variable* var = v::find(name);
+        if (var == nullptr) throw py::key_error(name + " is not one of ringrun's variables (ringrun(1), ENVIRONMENT)");
+        try {
+          switch (var->type) {
+            case v::Type::integer: return py::cast(v::read_integer(*var));
+            case v::Type::number: return py::cast(v::read_number(*var));
+            case v::Type::flag: return py::cast(v::read_flag(*var));
+            case v::Type::text: break;
+          }
+          return py::cast(v::read_text(*var));
+        } catch (const ringrun::InputError& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("name"),
+      "The variable's value in this process's environment, of its type (str, int, float or bool), else its default; "
+      "None when neither. ValueError names a malformed value.");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ringrun, m) {
@@ -227,6 +264,7 @@ PYBIND11_MODULE(_ringrun, m) {
   define_async(m);
   ringrun::python::define_submission(m);
   define_elastic(m);
+  define_variables(m);
   g_python_thread = std::this_thread::get_id();
   ringrun_set_interrupt_check(&python_interrupted, nullptr);
 }

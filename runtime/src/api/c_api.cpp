@@ -92,9 +92,9 @@ CommunicatorConfig communicator_config(int rank, int size, const std::string& ho
   config.listen_address = address;
   config.timeout = timeout;
   config.exchange = exchange;
-  config.enable_shm = env_int(variables::kDisableShm.name, 0, 1).value_or(0) == 0;
-  config.shm_slot_bytes = static_cast<std::size_t>(env_int(variables::kShmSlotBytes.name, 4096, 1ll << 30).value_or(0));
-  config.tcp_streams = static_cast<int>(env_int(variables::kTcpStreams.name, 1, kMaxTcpStreams).value_or(0));  // 0: automatic
+  config.enable_shm = !*env_flag(variables::kDisableShm);
+  config.shm_slot_bytes = static_cast<std::size_t>(env_integer(variables::kShmSlotBytes).value_or(0));  // 0: automatic
+  config.tcp_streams = static_cast<int>(env_integer(variables::kTcpStreams).value_or(0));  // 0: automatic
   return config;
 }
 
@@ -112,7 +112,7 @@ void start_runtime_locked(Bootstrap&& boot, bool elastic, const char* what) {
   // Every rank's engine joins negotiation cycles from the start, as Horovod's init starts its
   // background thread (see start_process_engine). RINGRUN_ENGINE_AT_INIT=0 keeps the synchronous
   // calls on the transports' direct path until a first async op, for programs that make none.
-  if (env_int(variables::kEngineAtInit.name, 0, 1).value_or(1) == 1) {
+  if (*env_flag(variables::kEngineAtInit)) {
     try {
       ringrun::engine::start_process_engine();
     } catch (...) {

@@ -258,9 +258,10 @@ struct Identity {
 };
 
 std::optional<Identity> identity_from(const char* rank_var, const char* size_var, const char* source) {
-  auto rank = env_int(rank_var, 0, 1 << 30);
+  // Other launchers' variables, bounded as ringrun's own are.
+  auto rank = env_int(rank_var, 0, static_cast<long long>(variables::kRank.max));
   if (!rank) return std::nullopt;
-  auto size = env_int(size_var, 1, 1 << 30);
+  auto size = env_int(size_var, 1, static_cast<long long>(variables::kSize.max));
   if (!size)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{} is set but {} is not ({})", rank_var, size_var, source));
   if (*rank >= *size)
@@ -302,7 +303,7 @@ std::string store_bind_address(const std::string& master_addr) {
 }  // namespace
 
 std::string this_hostname() {
-  if (auto name = env_string(variables::kHostname.name)) return *name;
+  if (auto name = env_text(variables::kHostname)) return *name;
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   return name;
@@ -315,15 +316,15 @@ Bootstrap bootstrap_from_environment() {
   boot.size = id.size;
   boot.source = id.source;
   boot.hostname = this_hostname();
-  boot.timeout = std::chrono::seconds(env_int(variables::kStartTimeout.name, 1, 24 * 3600).value_or(60));
+  boot.timeout = std::chrono::seconds(*env_integer(variables::kStartTimeout));
   int generation = g_generation.fetch_add(1);
-  auto interface = env_string(variables::kNetworkInterface.name);
+  auto interface = env_text(variables::kNetworkInterface);
   if (interface) boot.listen_address = interface_address(*interface);
   if (boot.size == 1) return boot;
 
-  std::string secret = env_string(variables::kJobSecret.name).value_or("");
+  std::string secret = env_text(variables::kJobSecret).value_or("");
   try {
-    if (auto store_address = env_string(variables::kStoreAddr.name)) {
+    if (auto store_address = env_text(variables::kStoreAddr)) {
       auto where = net::parse_host_port(*store_address);
       auto client = std::make_unique<store::Client>(where.host, where.port, secret, boot.timeout);
       boot.exchange = std::make_unique<StoreExchange>(std::move(client), fmt::format("ringrun/init{}", generation),
@@ -338,8 +339,9 @@ Bootstrap bootstrap_from_environment() {
                          "PMIX_NAMESPACE is set but this libringrun_runtime was built without PMIx; start the job "
                          "with ringrun or set MASTER_ADDR/MASTER_PORT");
 #endif
-    } else if (auto master = env_string(variables::kMasterAddr.name)) {
-      auto port = env_int(variables::kMasterPort.name, 1, 65535);
+    } else if (auto master = env_text(variables::kMasterAddr)) {
+      // Both or neither: the table's port is the launcher's choice, not a guess for a hand-set address.
+      auto port = env_set(variables::kMasterPort) ? env_integer(variables::kMasterPort) : std::nullopt;
       if (!port)
         throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{} is set but {} is not", variables::kMasterAddr.name,
                                                               variables::kMasterPort.name));
@@ -365,7 +367,7 @@ Bootstrap bootstrap_from_environment() {
   if (boot.listen_address.empty()) boot.listen_address = boot.exchange->local_address_hint();
   if (boot.listen_address.empty()) {
     // PMIx gives no hint: loopback when every rank is on this host, else this host's address.
-    auto local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 30);
+    auto local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, static_cast<long long>(variables::kSize.max));
     if (local_size && *local_size == boot.size) {
       boot.listen_address = "127.0.0.1";
     } else {

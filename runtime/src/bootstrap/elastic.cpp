@@ -39,30 +39,30 @@ std::string seconds(std::chrono::milliseconds duration) { return fmt::format("{:
 
 }  // namespace
 
-bool elastic_requested() { return env_string(variables::kElasticId.name).has_value(); }
+bool elastic_requested() { return env_set(variables::kElasticId).has_value(); }
 
 ElasticSettings elastic_settings_from_environment() {
   ElasticSettings settings;
-  auto id = env_int(variables::kElasticId.name, 0, LLONG_MAX);
+  auto id = env_integer(variables::kElasticId);
   if (!id) throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("elastic mode: {} is not set", variables::kElasticId.name));
   settings.id = static_cast<std::uint64_t>(*id);
-  auto epoch = env_int(variables::kElasticEpoch.name, 0, INT_MAX);
+  auto epoch = env_integer(variables::kElasticEpoch);
   if (!epoch)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
                        fmt::format("{} is set but {} is not: an elastic process needs the epoch of the world it was "
                                    "started for",
                                    variables::kElasticId.name, variables::kElasticEpoch.name));
   settings.start_epoch = static_cast<int>(*epoch);
-  settings.timeout = std::chrono::seconds(env_int(variables::kElasticTimeout.name, 1, 7 * 24 * 3600).value_or(600));
-  settings.start_timeout = std::chrono::seconds(env_int(variables::kStartTimeout.name, 1, 24 * 3600).value_or(60));
-  auto store_address = env_string(variables::kStoreAddr.name);
+  settings.timeout = std::chrono::seconds(*env_integer(variables::kElasticTimeout));
+  settings.start_timeout = std::chrono::seconds(*env_integer(variables::kStartTimeout));
+  auto store_address = env_text(variables::kStoreAddr);
   if (!store_address)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,
                        fmt::format("{} is set but {} is not: elastic mode takes its worlds from the store that ringrun "
                                    "hosts",
                                    variables::kElasticId.name, variables::kStoreAddr.name));
   settings.store_address = *store_address;
-  settings.secret = env_string(variables::kJobSecret.name).value_or("");
+  settings.secret = env_text(variables::kJobSecret).value_or("");
   return settings;
 }
 
@@ -76,7 +76,7 @@ std::unique_ptr<store::Client> ElasticControl::connect(const char* what) const {
     auto where = net::parse_host_port(settings_.store_address);
     return std::make_unique<store::Client>(where.host, where.port, settings_.secret, settings_.start_timeout);
   } catch (const net::NetError& e) {
-    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("elastic: {}: RINGRUN_STORE_ADDR='{}': {}", what,
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("elastic: {}: {}='{}': {}", what, variables::kStoreAddr.name,
                                                           settings_.store_address, e.what()));
   } catch (const store::StoreError& e) {
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("elastic: {}: {}", what, e.what()));
@@ -139,7 +139,7 @@ Bootstrap ElasticControl::join(int epoch) {
   boot.hostname = this_hostname();
   boot.timeout = settings_.start_timeout;  // the mesh's connects; the exchange waits the elastic timeout
   boot.source = fmt::format("elastic world {} as id {} (store {})", world.epoch, settings_.id, settings_.store_address);
-  if (auto interface = env_string(variables::kNetworkInterface.name)) boot.listen_address = interface_address(*interface);
+  if (auto interface = env_text(variables::kNetworkInterface)) boot.listen_address = interface_address(*interface);
   if (boot.size == 1) return boot;
   auto exchange = std::make_unique<StoreExchange>(std::move(client), wire::addr_prefix(world.epoch), boot.rank,
                                                   boot.size, settings_.timeout);

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/env.hpp"
 #include "ringrun/environment_variables.hpp"
 #include "ringrun/runtime.hpp"
 
@@ -16,11 +17,6 @@ namespace ringrun::core {
 namespace {
 
 constexpr const char* kSoname = "libpmix.so.2";  // PMIx 2 to 5 keep this soname
-
-std::string env_text(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
 
 struct Loaded {
   PmixApi api{};
@@ -42,7 +38,7 @@ Loaded load() {
   Loaded loaded;
   std::vector<std::string> failures;
   void* handle = nullptr;
-  const std::string named = env_text(variables::kPmixLibrary.name);
+  const std::string named = env_text(variables::kPmixLibrary).value_or("");
   if (!named.empty()) {
     handle = open_pmix(named, failures);
     if (!handle) {
@@ -53,7 +49,7 @@ Loaded load() {
   }
   if (!handle) handle = ::dlopen(kSoname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);  // one the process loaded
   std::vector<std::string> files;
-  if (std::string prefix = env_text("PMIX_INSTALL_PREFIX"); !prefix.empty()) files.push_back(prefix + "/lib/" + kSoname);
+  if (std::string prefix = env_string("PMIX_INSTALL_PREFIX").value_or(""); !prefix.empty()) files.push_back(prefix + "/lib/" + kSoname);
 #ifdef RINGRUN_PMIX_BUILD_LIBDIR
   files.push_back(std::string(RINGRUN_PMIX_BUILD_LIBDIR) + "/" + kSoname);
 #endif

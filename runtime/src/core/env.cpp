@@ -2,11 +2,38 @@
 
 #include <cstdlib>
 
-#include <fmt/format.h>
-
 #include "ringrun/runtime.hpp"
 
 namespace ringrun::core {
+namespace {
+
+// The reader's InputError as the runtime's error: ringrun_init returns RINGRUN_ERR_BOOTSTRAP.
+template <typename Read>
+auto bootstrap_error(Read read) {
+  try {
+    return read();
+  } catch (const InputError& e) {
+    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, e.what());
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> env_set(const variables::Variable& v) { return variables::read_set(v); }
+
+std::optional<std::string> env_text(const variables::Variable& v) { return variables::read_text(v); }
+
+std::optional<long long> env_integer(const variables::Variable& v) {
+  return bootstrap_error([&] { return variables::read_integer(v); });
+}
+
+std::optional<double> env_number(const variables::Variable& v) {
+  return bootstrap_error([&] { return variables::read_number(v); });
+}
+
+std::optional<bool> env_flag(const variables::Variable& v) {
+  return bootstrap_error([&] { return variables::read_flag(v); });
+}
 
 std::optional<std::string> env_string(const char* name) {
   const char* value = std::getenv(name);
@@ -17,22 +44,9 @@ std::optional<std::string> env_string(const char* name) {
 std::optional<long long> env_int(const char* name, long long min, long long max) {
   auto text = env_string(name);
   if (!text) return std::nullopt;
-  char* end = nullptr;
-  long long value = std::strtoll(text->c_str(), &end, 10);
-  if (end == text->c_str() || *end != '\0' || value < min || value > max)
-    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{}='{}': expected an integer from {} to {}", name, *text,
-                                                          min, max));
-  return value;
-}
-
-std::optional<double> env_number(const char* name, double min, double max) {
-  auto text = env_string(name);
-  if (!text) return std::nullopt;
-  char* end = nullptr;
-  double value = std::strtod(text->c_str(), &end);
-  if (end == text->c_str() || *end != '\0' || !(value >= min && value <= max))
-    throw RuntimeError(RINGRUN_ERR_BOOTSTRAP, fmt::format("{}='{}': expected a number from {} to {}", name, *text, min, max));
-  return value;
+  return bootstrap_error([&] {
+    return variables::parse_integer(name, *text, static_cast<double>(min), static_cast<double>(max));
+  });
 }
 
 }  // namespace ringrun::core

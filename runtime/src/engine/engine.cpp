@@ -26,25 +26,21 @@ namespace ringrun::engine {
 using core::Collective;
 
 EngineConfig EngineConfig::from_environment() {
+  namespace v = variables;
   EngineConfig config;
   // Decimal numbers: the launcher passes --fusion-threshold-mb 0.5 and kin as given.
-  if (auto mb = core::env_number(variables::kFusionThresholdMb.name, 0, 1 << 20))
-    config.fusion_threshold_bytes = static_cast<std::size_t>(*mb * (1 << 20));
-  if (auto ms = core::env_number(variables::kCycleTimeMs.name, 0, 60000))
-    config.cycle_time = std::chrono::microseconds(static_cast<long long>(*ms * 1000));
-  if (auto file = core::env_string(variables::kTimelineFilename.name)) config.timeline_filename = *file;
-  if (auto s = core::env_number(variables::kStallCheckWarningTimeSeconds.name, 0, 1 << 24))
-    config.stall_warning = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (auto s = core::env_number(variables::kStallCheckShutdownTimeSeconds.name, 0, 1 << 24))
-    config.stall_shutdown = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
-  if (auto n = core::env_int(variables::kCacheCapacity.name, 0, 1 << 20))
-    config.cache_capacity = static_cast<std::size_t>(*n);
-  if (auto on = core::env_int(variables::kFp16Compression.name, 0, 1)) config.fp16_compression = *on == 1;
-  if (auto n = core::env_int(variables::kInlineBytes.name, 0, 1 << 20))
-    config.inline_bytes = static_cast<std::size_t>(*n);
-  if (auto on = core::env_int(variables::kTimelineMarkCycles.name, 0, 1)) config.timeline_mark_cycles = *on == 1;
-  if (auto n = core::env_int(variables::kUnfusedMinBytes.name, 0, 1ll << 40))
-    config.unfused_min_bytes = static_cast<std::size_t>(*n);
+  config.fusion_threshold_bytes = static_cast<std::size_t>(*core::env_number(v::kFusionThresholdMb) * (1 << 20));
+  config.cycle_time = std::chrono::microseconds(static_cast<long long>(*core::env_number(v::kCycleTimeMs) * 1000));
+  config.timeline_filename = core::env_text(v::kTimelineFilename).value_or("");
+  config.stall_warning =
+      std::chrono::milliseconds(static_cast<long long>(*core::env_number(v::kStallCheckWarningTimeSeconds) * 1000));
+  config.stall_shutdown =
+      std::chrono::milliseconds(static_cast<long long>(*core::env_number(v::kStallCheckShutdownTimeSeconds) * 1000));
+  config.cache_capacity = static_cast<std::size_t>(*core::env_integer(v::kCacheCapacity));
+  config.fp16_compression = *core::env_flag(v::kFp16Compression);
+  config.inline_bytes = static_cast<std::size_t>(*core::env_integer(v::kInlineBytes));
+  config.timeline_mark_cycles = *core::env_flag(v::kTimelineMarkCycles);
+  config.unfused_min_bytes = static_cast<std::size_t>(*core::env_integer(v::kUnfusedMinBytes));
   apply_horovod_environment(config);
   return config;
 }
@@ -54,25 +50,25 @@ void EngineConfig::apply_horovod_environment(EngineConfig& config) {
   // and ringrun's option for the same knob was not given (ringrun's wins: README, "Coming from
   // Horovod").
   namespace v = variables;
-  auto unset = [](const v::Variable& ours) { return !core::env_string(ours.name); };
+  auto unset = [](const v::Variable& ours) { return !core::env_set(ours); };
   if (unset(v::kFusionThresholdMb))
-    if (auto bytes = core::env_int(v::kHorovodFusionThreshold.name, 0, 1ll << 40))
+    if (auto bytes = core::env_integer(v::kHorovodFusionThreshold))
       config.fusion_threshold_bytes = static_cast<std::size_t>(*bytes);
   if (unset(v::kCycleTimeMs))
-    if (auto ms = core::env_number(v::kHorovodCycleTime.name, 0, 60000))
+    if (auto ms = core::env_number(v::kHorovodCycleTime))
       config.cycle_time = std::chrono::microseconds(static_cast<long long>(*ms * 1000));
   if (unset(v::kTimelineFilename))
-    if (auto file = core::env_string(v::kHorovodTimeline.name); file && *file != "DYNAMIC") config.timeline_filename = *file;
+    if (auto file = core::env_text(v::kHorovodTimeline); file && *file != "DYNAMIC") config.timeline_filename = *file;
   if (unset(v::kTimelineMarkCycles))
-    if (auto on = core::env_int(v::kHorovodTimelineMarkCycles.name, 0, 1)) config.timeline_mark_cycles = *on == 1;
+    if (auto on = core::env_flag(v::kHorovodTimelineMarkCycles)) config.timeline_mark_cycles = *on;
   if (unset(v::kStallCheckWarningTimeSeconds))
-    if (auto s = core::env_number(v::kHorovodStallCheckTimeSeconds.name, 0, 1 << 24))
+    if (auto s = core::env_number(v::kHorovodStallCheckTimeSeconds))
       config.stall_warning = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
   if (unset(v::kStallCheckShutdownTimeSeconds))
-    if (auto s = core::env_number(v::kHorovodStallShutdownTimeSeconds.name, 0, 1 << 24))
+    if (auto s = core::env_number(v::kHorovodStallShutdownTimeSeconds))
       config.stall_shutdown = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
   if (unset(v::kCacheCapacity))
-    if (auto n = core::env_int(v::kHorovodCacheCapacity.name, 0, 1 << 20)) config.cache_capacity = static_cast<std::size_t>(*n);
+    if (auto n = core::env_integer(v::kHorovodCacheCapacity)) config.cache_capacity = static_cast<std::size_t>(*n);
 }
 
 namespace {

@@ -70,6 +70,8 @@
 #include <utility>
 #include <vector>
 
+#include <ringrun/environment_variables.hpp>
+
 #include "comm/communicator.hpp"
 #include "core/world.hpp"
 #include "engine/negotiation_record.hpp"
@@ -82,25 +84,33 @@ namespace ringrun::engine {
 class Timeline;
 
 struct EngineConfig {
-  std::size_t fusion_threshold_bytes = 128u << 20;   // RINGRUN_FUSION_THRESHOLD_MB
+  // The defaults are the table's (ringrun/environment_variables.hpp), as from_environment() reads them.
+  std::size_t fusion_threshold_bytes =
+      static_cast<std::size_t>(variables::default_number(variables::kFusionThresholdMb)) << 20;
   // Allreduces of at least this many bytes skip the fusion buffer and run on their own buffers
   // (RINGRUN_UNFUSED_MIN_BYTES): for them the two copies cost more than the saved synchronisation.
-  std::size_t unfused_min_bytes = 1u << 20;
-  std::chrono::microseconds cycle_time{1000};         // RINGRUN_CYCLE_TIME_MS: the longest wait to batch
+  std::size_t unfused_min_bytes = static_cast<std::size_t>(variables::default_number(variables::kUnfusedMinBytes));
+  // RINGRUN_CYCLE_TIME_MS: the longest wait to batch
+  std::chrono::microseconds cycle_time{static_cast<long long>(variables::default_number(variables::kCycleTimeMs) * 1000)};
   std::string timeline_filename;                      // RINGRUN_TIMELINE_FILENAME; empty: none
-  bool timeline_mark_cycles = false;                  // RINGRUN_TIMELINE_MARK_CYCLES: a mark per cycle with work
+  bool timeline_mark_cycles =  // a mark per cycle with work
+      variables::default_number(variables::kTimelineMarkCycles) == 1;
   // Elastic mode: the world's epoch (-1 outside it). Each world's rank 0 continues the one
   // timeline file, after a mark, instead of starting it over.
   int elastic_epoch = -1;
-  std::chrono::milliseconds stall_warning{60000};     // RINGRUN_STALL_CHECK_WARNING_TIME_SECONDS
-  std::chrono::milliseconds stall_shutdown{0};        // RINGRUN_STALL_CHECK_SHUTDOWN_TIME_SECONDS; 0: never
-  std::size_t cache_capacity = 1024;                  // RINGRUN_CACHE_CAPACITY; 0: no cache
-  bool fp16_compression = false;                      // RINGRUN_FP16_COMPRESSION: fp32 allreduce as fp16
+  std::chrono::milliseconds stall_warning{
+      static_cast<long long>(variables::default_number(variables::kStallCheckWarningTimeSeconds) * 1000)};
+  std::chrono::milliseconds stall_shutdown{  // 0: never
+      static_cast<long long>(variables::default_number(variables::kStallCheckShutdownTimeSeconds) * 1000)};
+  std::size_t cache_capacity =  // 0: no cache
+      static_cast<std::size_t>(variables::default_number(variables::kCacheCapacity));
+  bool fp16_compression =  // fp32 allreduce as fp16
+      variables::default_number(variables::kFp16Compression) == 1;
   // Most bytes of inline data per rank in a negotiation record (RINGRUN_INLINE_BYTES; 0: none):
   // small cached allreduces travel with the negotiation and complete without a collective of their
   // own. The records carry only as much as the ranks asked for in recent cycles (see
   // next_inline_area), so a 4-byte tensor does not gather 4 KiB.
-  std::size_t inline_bytes = 4096;
+  std::size_t inline_bytes = static_cast<std::size_t>(variables::default_number(variables::kInlineBytes));
   // When no rank had anything pending in the last cycle, an idle rank still joins a cycle this
   // often, so that a peer waiting in a cycle (for stall checks, finalize) is never stuck.
   std::chrono::milliseconds idle_heartbeat{100};

@@ -14,7 +14,9 @@ import os
 import pickle
 import struct
 
-SECRET_VARIABLE = "RINGRUN_RUN_SECRET"  # ringrun/environment_variables.hpp, ringrun(1) ENVIRONMENT
+from ringrun._ringrun import variables as _variables
+
+SECRET_VARIABLE = _variables.RUN_SECRET  # ringrun(1), ENVIRONMENT
 
 _NONCE_BYTES = 32
 _LENGTH = struct.Struct("!Q")

@@ -56,7 +56,8 @@ def _rank_and_size():
     runtime = sys.modules.get("ringrun._ringrun")
     if runtime is not None and runtime.is_initialized():
         return runtime.rank(), runtime.size()
-    return int(os.environ.get("RINGRUN_RANK", "0")), int(os.environ.get("RINGRUN_SIZE", "1"))
+    from ringrun._ringrun import variables
+    return variables.read(variables.RANK), variables.read(variables.SIZE)
 
 
 def _dumps(value):
@@ -72,7 +73,8 @@ def main(argv):
         sys.exit("ringrun.runner.run_task: run by ringrun.run() in each rank, not by hand")
     # The secret is this process's only: the function and what it starts do not inherit it.
     secret = bytes.fromhex(os.environ.pop(protocol.SECRET_VARIABLE))
-    host = os.environ.get("RINGRUN_STORE_ADDR", "127.0.0.1:0").rsplit(":", 1)[0]
+    from ringrun._ringrun import variables
+    host = variables.read(variables.STORE_ADDR).rsplit(":", 1)[0]
     address = (host, int(argv[1]))
     main_path, main_name, sys_path, data = _request(address, secret, ("fetch",))
     sys.path.extend(p for p in sys_path if p not in sys.path and os.path.isdir(p))

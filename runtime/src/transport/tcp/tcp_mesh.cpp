@@ -112,7 +112,7 @@ void TcpMesh::configure_sockets() {
   linger abortive{1, 0};
   // A peer whose host or link goes away sends no reset: without a bound the collective would wait
   // for it forever (or for the kernel's ~15 min of retransmissions).
-  const auto peer_timeout = std::chrono::seconds(env_int(variables::kPeerTimeout.name, 1, 24 * 3600).value_or(30));
+  const auto peer_timeout = std::chrono::seconds(*env_integer(variables::kPeerTimeout));
   for (auto& fd : fds_) {
     if (!fd) continue;
     net::set_nonblocking(fd.get(), true);

@@ -14,6 +14,7 @@
 
 #include "core/world.hpp"
 #include "ringrun/net.hpp"
+#include <ringrun/environment_variables.hpp>
 
 namespace ringrun::core {
 
@@ -51,7 +52,8 @@ inline Transfer recv_from(int peer, void* data, std::size_t len,
   return t;
 }
 
-inline constexpr int kMaxTcpStreams = 8;
+// RINGRUN_TCP_STREAMS's bound, from the table.
+inline constexpr int kMaxTcpStreams = static_cast<int>(variables::kTcpStreams.max);
 
 class TcpMesh {
  public:
