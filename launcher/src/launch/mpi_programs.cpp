@@ -10,8 +10,9 @@
 
 #include <netdb.h>
 #include <signal.h>
-#include <sys/inotify.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,17 +80,16 @@ std::unique_ptr<SingletonWatch> SingletonWatch::start(const std::vector<ProcessS
   remove_stale_watch_directories(tmp_dir);
   std::string pattern = fmt::format("{}/ringrun-mpi.{}.XXXXXX", tmp_dir, ::getpid());
   if (!::mkdtemp(pattern.data())) return nullptr;
-  const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0 || ::inotify_add_watch(fd, pattern.c_str(), IN_CREATE) < 0) {
-    if (fd >= 0) ::close(fd);
+  // Any entry made or removed in it sets its modification time to now.
+  const timespec epoch[2] = {{0, 0}, {0, 0}};
+  if (::utimensat(AT_FDCWD, pattern.c_str(), epoch, 0) != 0) {
     ::rmdir(pattern.c_str());
     return nullptr;
   }
-  return std::unique_ptr<SingletonWatch>(new SingletonWatch(pattern, fd));
+  return std::unique_ptr<SingletonWatch>(new SingletonWatch(pattern));
 }
 
 SingletonWatch::~SingletonWatch() {
-  ::close(fd_);
   std::error_code ec;
   std::filesystem::remove_all(directory_, ec);  // what a killed rank's Open MPI left behind
 }
@@ -99,13 +99,8 @@ void SingletonWatch::apply(std::vector<ProcessSpec>& processes) const {
 }
 
 bool SingletonWatch::mpi_initialized() const {
-  alignas(inotify_event) char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd_, buf, sizeof buf);
-    if (n > 0) return true;
-    if (n < 0 && errno == EINTR) continue;
-    return false;
-  }
+  struct stat st {};
+  return ::stat(directory_.c_str(), &st) == 0 && (st.st_mtim.tv_sec != 0 || st.st_mtim.tv_nsec != 0);
 }
 
 std::vector<std::string> ssh_config_host_names(std::string_view config) {

@@ -25,12 +25,14 @@ LauncherKind launcher_for_mpi_program(LauncherKind resolved, const std::vector<s
 // rank as Open MPI's session directory base
 // (OMPI_MCA_orte_tmpdir_base): Open MPI creates its session directory there in MPI_Init, so an
 // entry appearing means a rank initialized MPI without mpirun (a singleton). Open MPI removes the
-// directory at MPI_Finalize; inotify keeps the creation. Other MPI libraries are not seen here
+// directory at MPI_Finalize; the directory's modification time, set to 0 at start, keeps the
+// creation (an inotify instance did too, but closing one that holds a watch waits for the kernel's
+// RCU grace period: 0 to 20 ms at every launch's end). Other MPI libraries are not seen here
 // (the static check in launcher_for_mpi_program is what covers them).
 class SingletonWatch {
  public:
   // nullptr when the user set the variable, the program is itself an MPI launcher, or no
-  // directory or inotify instance could be made (then nothing is reported).
+  // directory could be made (then nothing is reported).
   static std::unique_ptr<SingletonWatch> start(const std::vector<ProcessSpec>& processes, const Environment& env);
   ~SingletonWatch();
   SingletonWatch(const SingletonWatch&) = delete;
@@ -42,9 +44,8 @@ class SingletonWatch {
   bool mpi_initialized() const;
 
  private:
-  SingletonWatch(std::string directory, int inotify_fd) : directory_(std::move(directory)), fd_(inotify_fd) {}
+  explicit SingletonWatch(std::string directory) : directory_(std::move(directory)) {}
   std::string directory_;
-  int fd_;
 };
 
 // The one-line hint printed after a local job whose ranks were MPI singletons.
