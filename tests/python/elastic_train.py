@@ -169,25 +169,34 @@ def launch(np, ringrun_args, mode, total, step_sleep, timeout, on_line=None):
 def run_lines(cmd, timeout, on_line=None, env=None):
     """Runs CMD in a session of its own, stdout and stderr together; returns (status, lines).
     on_line(line) sees each line as it comes. At the timeout the session is killed and this fails."""
+    started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     expired = []
     timer = threading.Timer(timeout, lambda: (expired.append(1), os.killpg(proc.pid, signal.SIGKILL)))
     timer.start()
     lines = []
+    TIMELINE.clear()
     try:
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
+            TIMELINE.append(f"+{time.monotonic() - started:7.3f} s  {lines[-1]}")
             if on_line:
                 on_line(line)
         status = proc.wait()
+        TIMELINE.append(f"+{time.monotonic() - started:7.3f} s  (ringrun exited {status})")
     finally:
         timer.cancel()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert not expired, f"{' '.join(cmd)} ran past {timeout} s:\n" + "\n".join(lines)
+    # A run past its bound shows when each line came, so a stall is seen where it happened.
+    assert not expired, f"{' '.join(cmd)} ran past {timeout} s:\n" + "\n".join(TIMELINE)
     return status, lines
+
+
+# The last run's lines, each with the seconds since its start (run_lines): tests print it.
+TIMELINE = []
 
 
 def left_behind(token):

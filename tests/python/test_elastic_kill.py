@@ -14,12 +14,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from elastic_train import check_final, events, launch  # noqa: E402
+from elastic_train import TIMELINE, check_final, events, launch  # noqa: E402
 
 
 def run(victim):
     os.environ["ELASTIC_TRAIN_VICTIM"] = str(victim)
     status, lines, seconds = launch(3, ["--min-np", "2"], "kill", 16, 0.0, timeout=40)
+    # Kept in the test's output: when each line came (a stall shows as a gap).
+    print(f"kill id {victim}: timeline\n" + "\n".join(TIMELINE), flush=True)
     out = "\n".join(lines)
     survivors = [i for i in (0, 1, 2) if i != victim]
     assert status == 0, (status, out)
