@@ -1,7 +1,7 @@
 // ringrun-bench: nccl-tests style sweep of ringrun's collectives, with a peer library (Open MPI or
 // Gloo) timed on the same ranks and buffers in the same run, alternating sample by sample so both
 // see the same machine state. One row per size in nccl-tests' columns, then the peer's; RESULTS.md
-// describes the columns and the method and holds the runs.
+// describes them ("Columns") and the method ("Method") and holds the runs ("Collectives").
 #include "bench_options.hpp"
 #include "bound.hpp"
 #include "check.hpp"

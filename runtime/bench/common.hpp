@@ -1,6 +1,6 @@
 // Helpers shared by the collective sweep (bench.cpp) and the engine benchmark (engine_bench.cpp):
-// failing loudly on every rank, page-aligned buffers, and the sampling method of RESULTS.md
-// (k back-to-back runs after a barrier, median over samples of the slowest rank's time).
+// failing loudly on every rank, page-aligned buffers, and the sampling method of RESULTS.md,
+// "Method" (k back-to-back runs after a barrier, median over samples of the slowest rank's time).
 #pragma once
 
 #include <ringrun/ringrun.h>

@@ -125,7 +125,7 @@ struct Contender {
 
 // Seconds per run_once of each contender (slowest rank), `iters` samples each, none for the empty
 // ones. Warm-up and the probe for k runs per sample first, then samples alternate between the
-// contenders so all see the same machine state (RESULTS.md, Method).
+// contenders so all see the same machine state (RESULTS.md, "Method").
 std::vector<std::vector<double>> sample_alternating(const std::vector<Contender> &contenders,
                                                     const EngineBenchOptions &options, int iters) {
   std::vector<int> runs_per_sample(contenders.size(), 0);

@@ -48,7 +48,8 @@ constexpr std::size_t kInlineBytes = kPostBytes + kInlineLines * kLineBytes;  //
 // Where a CPU cannot push a written line out to the shared cache (no CLDEMOTE: AMD, older Intel),
 // a reader pulls each inline line from the writer's own cache, and past 9 lines the slot's one
 // flag and contiguous lines are faster (AMD EPYC, 2 ranks: 1 KiB 1.29-1.37 us through the slot,
-// 1.48-1.51 inline; 512 bytes 0.51 inline, 0.83-0.89 through the slot; runtime/bench/RESULTS.md).
+// 1.48-1.51 inline; 512 bytes 0.51 inline, 0.83-0.89 through the slot; runtime/bench/RESULTS.md,
+// "Collectives: 2026-12-06 14:36 to 14:52 UTC: small allreduces on AMD EPYC").
 constexpr std::size_t kInlineBytesWithoutDemote = kPostBytes + 9 * kLineBytes;  // 572
 // Each rank's copy of an inline input starts on a cache line in the reader's private buffer: 2132
 // is no multiple of 8, and an int64 or double the reduction loads must sit on its own alignment.

@@ -102,9 +102,11 @@ class ShmTransport final : public Transport {
   void publish(std::atomic<std::uint32_t>& counter, std::uint32_t value);
   // A latency round's arrival without publish()'s fence: the peers' lines are read while the
   // store drains (AMD EPYC, 2 ranks, allreduce: 1.07 us against 1.31 at 1 KiB;
-  // runtime/bench/RESULTS.md). Its sleepers are woken by publish_after_arrival(), which every
-  // such round ends with: its fence orders both stores before the look at the sleepers. A rank
-  // asleep in the round has arrived itself, so nobody waits on it until then.
+  // runtime/bench/RESULTS.md, "Collectives: 2026-12-07 05:00 to 05:21 UTC: the benchmark's own
+  // cost, and an arrival without a fence (small allreduces, AMD EPYC)"). Its sleepers are woken by
+  // publish_after_arrival(), which every such round ends with: its fence orders both stores before
+  // the look at the sleepers. A rank asleep in the round has arrived itself, so nobody waits on it
+  // until then.
   void arrive_unfenced();
   void publish_after_arrival(std::atomic<std::uint32_t>& counter);
   // Starts a streamed collective of `chunks` ring chunks: one round whose arrived carries the
