@@ -103,20 +103,37 @@ int ringrun_test(ringrun_handle handle, int *done);
  * collective). */
 int ringrun_wait_for(ringrun_handle handle, int timeout_ms, int *done);
 
+/* Every collective the engine runs, once: X(NAME, name, value, agree), `agree` the parts of a call
+ * every rank must give alike (RINGRUN_AGREE_*; a difference is RINGRUN_ERR_MISMATCH). The
+ * ringrun_collective values below, the runtime's own kinds with their names and checks, and the
+ * Python constants (ringrun._ringrun.ALLREDUCE, ..., and COLLECTIVE_NAMES) are made from this
+ * list: a new collective is a line here, its execution and its bindings (README, Architecture). */
+#define RINGRUN_AGREE_COUNT 1
+#define RINGRUN_AGREE_DTYPE 2
+#define RINGRUN_AGREE_OP 4
+#define RINGRUN_AGREE_ROOT 8
+#define RINGRUN_COLLECTIVES(X)                                                                   \
+  X(ALLREDUCE, allreduce, 1, RINGRUN_AGREE_COUNT | RINGRUN_AGREE_DTYPE | RINGRUN_AGREE_OP)      \
+  X(BROADCAST, broadcast, 2, RINGRUN_AGREE_COUNT | RINGRUN_AGREE_DTYPE | RINGRUN_AGREE_ROOT)    \
+  X(ALLGATHER, allgather, 3, RINGRUN_AGREE_COUNT | RINGRUN_AGREE_DTYPE)                         \
+  X(BARRIER, barrier, 4, 0)                                                                     \
+  /* splits[r] rows of send to rank r; output through allocate */                               \
+  X(ALLTOALL, alltoall, 5, RINGRUN_AGREE_DTYPE)                                                 \
+  /* the reduction, rank r keeping its rows (below) in recv */                                  \
+  X(REDUCESCATTER, reducescatter, 6, RINGRUN_AGREE_COUNT | RINGRUN_AGREE_DTYPE | RINGRUN_AGREE_OP)
+
 /* The general submission: every collective the engine runs, with the options the functions
  * above leave out. Fill a ringrun_request (ringrun_request_init gives the defaults), then
  * ringrun_submit(). */
 typedef enum {
-  RINGRUN_COLLECTIVE_ALLREDUCE = 1,
-  RINGRUN_COLLECTIVE_BROADCAST = 2,
-  RINGRUN_COLLECTIVE_ALLGATHER = 3,
-  RINGRUN_COLLECTIVE_BARRIER = 4,
-  RINGRUN_COLLECTIVE_ALLTOALL = 5,      /* splits[r] rows of send to rank r; output through allocate */
-  RINGRUN_COLLECTIVE_REDUCESCATTER = 6, /* the reduction, rank r keeping its rows (below) in recv */
+#define RINGRUN_COLLECTIVE_VALUE(NAME, name, value, agree) RINGRUN_COLLECTIVE_##NAME = value,
+  RINGRUN_COLLECTIVES(RINGRUN_COLLECTIVE_VALUE)
+#undef RINGRUN_COLLECTIVE_VALUE
   /* Horovod's join: this rank has no more ops. Until every rank has joined it takes part in the
    * others' allreduces with a neutral input (0 for SUM and AVERAGE, the identity of MIN, MAX and
    * PRODUCT); their other collectives fail. Completes once every rank has joined, writing the
-   * rank that joined last into recv (an int). Every rank of the job; no name needed. */
+   * rank that joined last into recv (an int). Every rank of the job; no name needed. Not a
+   * collective of its own: the engine runs it as a barrier that marks the rank joined. */
   RINGRUN_COLLECTIVE_JOIN = 7
 } ringrun_collective;
 

@@ -166,11 +166,16 @@ void define_submission(py::module_& m) {
   m.def("process_set_size", [](int id) { return checked(ringrun_process_set_size(id)); });
   m.def("process_set_rank", [](int id) { return checked(ringrun_process_set_rank(id)); });
   m.def("process_set_included", [](int id) { return checked(ringrun_process_set_included(id)) == 1; });
-  for (auto [name, value] : {std::pair{"ALLREDUCE", RINGRUN_COLLECTIVE_ALLREDUCE}, {"BROADCAST", RINGRUN_COLLECTIVE_BROADCAST},
-                             {"ALLGATHER", RINGRUN_COLLECTIVE_ALLGATHER}, {"BARRIER", RINGRUN_COLLECTIVE_BARRIER},
-                             {"ALLTOALL", RINGRUN_COLLECTIVE_ALLTOALL}, {"REDUCESCATTER", RINGRUN_COLLECTIVE_REDUCESCATTER},
-                             {"JOIN", RINGRUN_COLLECTIVE_JOIN}})
-    m.attr(name) = static_cast<int>(value);
+  // The collectives of ringrun.h's one list: ALLREDUCE, ... as submit()'s kinds, and
+  // COLLECTIVE_NAMES (kind -> "allreduce") for the op names Horovod gives ("allreduce.grad.fc1").
+  py::dict names;
+#define RINGRUN_PYTHON_COLLECTIVE(NAME, name, value, agree) \
+  m.attr(#NAME) = static_cast<int>(RINGRUN_COLLECTIVE_##NAME);  \
+  names[py::int_(static_cast<int>(RINGRUN_COLLECTIVE_##NAME))] = #name;
+  RINGRUN_COLLECTIVES(RINGRUN_PYTHON_COLLECTIVE)
+#undef RINGRUN_PYTHON_COLLECTIVE
+  m.attr("JOIN") = static_cast<int>(RINGRUN_COLLECTIVE_JOIN);
+  m.attr("COLLECTIVE_NAMES") = names;
 }
 
 }  // namespace ringrun::python

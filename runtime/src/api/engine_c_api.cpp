@@ -70,11 +70,10 @@ Engine& process_engine(const char* what) {
 // allreduce's bookkeeping.
 const std::string& routed_name(core::Collective kind, std::size_t k) {
   static const auto names = [] {
-    std::array<std::array<std::string, kRoutedNamesPerCall>, 7> table;  // by Collective (1..6)
-    for (auto each : {core::Collective::allreduce, core::Collective::broadcast, core::Collective::allgather,
-                      core::Collective::barrier, core::Collective::alltoall, core::Collective::reducescatter})
+    std::array<std::array<std::string, kRoutedNamesPerCall>, core::kMaxCollective + 1> table;  // by kind
+    for (const core::CollectiveRow& row : core::kCollectives)
       for (std::size_t i = 0; i < kRoutedNamesPerCall; ++i)
-        table[static_cast<std::size_t>(each)][i] = fmt::format("ringrun_{}#{}", core::collective_name(each), i);
+        table[static_cast<std::size_t>(row.kind)][i] = fmt::format("ringrun_{}#{}", row.name, i);
     return table;
   }();
   return names[static_cast<std::size_t>(kind)][k];
@@ -125,16 +124,10 @@ std::size_t row_elements(const ringrun_request& r) {
   return row;
 }
 
+// Both enums are made from the one list (RINGRUN_COLLECTIVES): a listed value is the same kind.
 Collective collective_of(ringrun_collective c) {
-  switch (c) {
-    case RINGRUN_COLLECTIVE_ALLREDUCE: return Collective::allreduce;
-    case RINGRUN_COLLECTIVE_BROADCAST: return Collective::broadcast;
-    case RINGRUN_COLLECTIVE_ALLGATHER: return Collective::allgather;
-    case RINGRUN_COLLECTIVE_BARRIER: return Collective::barrier;
-    case RINGRUN_COLLECTIVE_ALLTOALL: return Collective::alltoall;
-    case RINGRUN_COLLECTIVE_REDUCESCATTER: return Collective::reducescatter;
-    case RINGRUN_COLLECTIVE_JOIN: return Collective::barrier;  // OpRequest::join marks it
-  }
+  if (c == RINGRUN_COLLECTIVE_JOIN) return Collective::barrier;  // OpRequest::join marks it
+  if (const core::CollectiveRow* row = core::find_collective(static_cast<unsigned>(c))) return row->kind;
   throw RuntimeError(RINGRUN_ERR_INVALID_ARGUMENT, fmt::format("ringrun_submit: unknown collective {}", static_cast<int>(c)));
 }
 

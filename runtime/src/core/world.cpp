@@ -1,6 +1,7 @@
 #include "core/world.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include <fmt/format.h>
@@ -85,46 +86,45 @@ std::string name_ranks(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
 }
 
-const char* collective_name(Collective kind) {
-  switch (kind) {
-    case Collective::allreduce: return "allreduce";
-    case Collective::broadcast: return "broadcast";
-    case Collective::allgather: return "allgather";
-    case Collective::barrier: return "barrier";
-    case Collective::alltoall: return "alltoall";
-    case Collective::reducescatter: return "reducescatter";
-  }
-  return "collective";
+const CollectiveRow* find_collective(unsigned value) {
+  for (const CollectiveRow& row : kCollectives)
+    if (static_cast<unsigned>(row.kind) == value) return &row;
+  return nullptr;
 }
+
+const CollectiveRow& collective_row(Collective kind) {
+  static const auto by_kind = [] {
+    std::array<const CollectiveRow*, kMaxCollective + 1> table{};
+    for (const CollectiveRow& row : kCollectives) table[static_cast<std::size_t>(row.kind)] = &row;
+    return table;
+  }();
+  const auto index = static_cast<std::size_t>(kind);
+  if (index >= by_kind.size() || by_kind[index] == nullptr)
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("collective kind {} is not in the list", index));
+  return *by_kind[index];
+}
+
+const char* collective_name(Collective kind) { return collective_row(kind).name; }
 
 std::size_t OpHeader::bytes() const { return count * dtype_size(dtype); }
 
 bool OpHeader::matches(const OpHeader& o) const {
   if (seq != o.seq || kind != o.kind) return false;
-  switch (kind) {
-    case Collective::allreduce: return count == o.count && dtype == o.dtype && op == o.op;
-    case Collective::broadcast: return count == o.count && dtype == o.dtype && root == o.root;
-    case Collective::allgather: return count == o.count && dtype == o.dtype;
-    case Collective::barrier: return true;
-    case Collective::alltoall: return dtype == o.dtype;
-    case Collective::reducescatter: return count == o.count && dtype == o.dtype && op == o.op;
-  }
-  return false;
+  const unsigned agree = collective_row(kind).agree;
+  return (!(agree & RINGRUN_AGREE_COUNT) || count == o.count) && (!(agree & RINGRUN_AGREE_DTYPE) || dtype == o.dtype) &&
+         (!(agree & RINGRUN_AGREE_OP) || op == o.op) && (!(agree & RINGRUN_AGREE_ROOT) || root == o.root);
 }
 
+// "allreduce #5 of 1000 float32 (sum)", "broadcast #2 of 4 int32 from root 1", "barrier #7": the
+// parts every rank must agree on.
 std::string OpHeader::describe() const {
-  switch (kind) {
-    case Collective::allreduce:
-      return fmt::format("allreduce #{} of {} {} ({})", seq, count, dtype_name(dtype), op_name(op));
-    case Collective::broadcast:
-      return fmt::format("broadcast #{} of {} {} from root {}", seq, count, dtype_name(dtype), root);
-    case Collective::allgather: return fmt::format("allgather #{} of {} {} per rank", seq, count, dtype_name(dtype));
-    case Collective::barrier: return fmt::format("barrier #{}", seq);
-    case Collective::alltoall: return fmt::format("alltoall #{} of {}", seq, dtype_name(dtype));
-    case Collective::reducescatter:
-      return fmt::format("reducescatter #{} of {} {} ({})", seq, count, dtype_name(dtype), op_name(op));
-  }
-  return "unknown collective";
+  const CollectiveRow& row = collective_row(kind);
+  std::string text = fmt::format("{} #{}", row.name, seq);
+  if (row.agree & RINGRUN_AGREE_COUNT) text += fmt::format(" of {} {}", count, dtype_name(dtype));
+  else if (row.agree & RINGRUN_AGREE_DTYPE) text += fmt::format(" of {}", dtype_name(dtype));
+  if (row.agree & RINGRUN_AGREE_OP) text += fmt::format(" ({})", op_name(op));
+  if (row.agree & RINGRUN_AGREE_ROOT) text += fmt::format(" from root {}", root);
+  return text;
 }
 
 void throw_mismatch(const World& world, const OpHeader& mine, int peer, const OpHeader& theirs) {

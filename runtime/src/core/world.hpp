@@ -1,6 +1,8 @@
 // Who is in the job and how to reach them: the result of bootstrap, shared by every transport.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,11 +65,37 @@ std::vector<std::vector<int>> ranks_by_host(const World& world);
 // index among the ranks on the same host; cross rank as in Horovod).
 void compute_local_and_cross(World& world);
 
+// The runtime's collectives, made from the one list in ringrun.h (RINGRUN_COLLECTIVES): the same
+// values as ringrun_collective, so a request's kind converts by value.
 enum class Collective : std::uint8_t {
-  allreduce = 1, broadcast = 2, allgather = 3, barrier = 4,
-  alltoall = 5,       // each rank sends its own number of elements to each other rank
-  reducescatter = 6,  // the reduction of every rank's input, each rank keeping its own block
+#define RINGRUN_CORE_COLLECTIVE(NAME, name, value, agree) name = value,
+  RINGRUN_COLLECTIVES(RINGRUN_CORE_COLLECTIVE)
+#undef RINGRUN_CORE_COLLECTIVE
 };
+
+// One line of the list: the kind, its name ("allreduce"), Horovod's upper-case name for timeline
+// phases ("ALLREDUCE"), and the parts of a call every rank must give alike (RINGRUN_AGREE_*).
+struct CollectiveRow {
+  Collective kind;
+  const char* name;
+  const char* upper;
+  unsigned agree;
+};
+inline constexpr CollectiveRow kCollectives[] = {
+#define RINGRUN_CORE_COLLECTIVE_ROW(NAME, name, value, agree) {Collective::name, #name, #NAME, agree},
+    RINGRUN_COLLECTIVES(RINGRUN_CORE_COLLECTIVE_ROW)
+#undef RINGRUN_CORE_COLLECTIVE_ROW
+};
+// The largest kind's value: arrays indexed by kind have this plus one entries.
+inline constexpr std::size_t kMaxCollective = [] {
+  std::size_t most = 0;
+  for (const CollectiveRow& row : kCollectives) most = std::max(most, static_cast<std::size_t>(row.kind));
+  return most;
+}();
+
+// The list's line of a kind received from a peer or a caller; nullptr when the value is none.
+const CollectiveRow* find_collective(unsigned value);
+const CollectiveRow& collective_row(Collective kind);
 const char* collective_name(Collective kind);
 
 // "0, 2, 5" (the first 32, then " and N more"): ranks named in a message.

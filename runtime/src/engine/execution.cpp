@@ -7,6 +7,7 @@
 // (the only file that runs collectives on the user's tensors), the table (finish_ok, fail_entry),
 // the inline sources of this cycle's records.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -22,17 +23,15 @@ using core::Collective;
 
 namespace {
 
-// Horovod's phase names: NEGOTIATE_ALLREDUCE, NEGOTIATE_BROADCAST, ...
+// Horovod's phase names: NEGOTIATE_ALLREDUCE, NEGOTIATE_BROADCAST, ..., made once from the list.
 const char* negotiate_phase(Collective kind) {
-  switch (kind) {
-    case Collective::allreduce: return "NEGOTIATE_ALLREDUCE";
-    case Collective::broadcast: return "NEGOTIATE_BROADCAST";
-    case Collective::allgather: return "NEGOTIATE_ALLGATHER";
-    case Collective::barrier: return "NEGOTIATE_BARRIER";
-    case Collective::alltoall: return "NEGOTIATE_ALLTOALL";
-    case Collective::reducescatter: return "NEGOTIATE_REDUCESCATTER";
-  }
-  return "NEGOTIATE";
+  static const auto names = [] {
+    std::array<std::string, core::kMaxCollective + 1> table;
+    for (const core::CollectiveRow& row : core::kCollectives)
+      table[static_cast<std::size_t>(row.kind)] = std::string("NEGOTIATE_") + row.upper;
+    return table;
+  }();
+  return names[static_cast<std::size_t>(kind)].c_str();
 }
 
 }  // namespace

@@ -45,17 +45,14 @@ bool OpShape::agrees_with(const OpShape& o) const {
 }
 
 std::string OpShape::describe() const {
-  const std::string shape = dims.describe(count);
-  switch (kind) {
-    case Collective::allreduce: return fmt::format("allreduce {} {} {}", core::dtype_name(dtype), core::op_name(op), shape);
-    case Collective::broadcast: return fmt::format("broadcast {} {} from root {}", core::dtype_name(dtype), shape, root);
-    case Collective::allgather: return fmt::format("allgather {} {}", core::dtype_name(dtype), shape);
-    case Collective::barrier: return "barrier";
-    case Collective::alltoall: return fmt::format("alltoall {} {}", core::dtype_name(dtype), shape);
-    case Collective::reducescatter:
-      return fmt::format("reducescatter {} {} {}", core::dtype_name(dtype), core::op_name(op), shape);
-  }
-  return "unknown collective";
+  // "allreduce float32 sum [2, 3]", "broadcast int32 [4] from root 1", "barrier".
+  const core::CollectiveRow& row = core::collective_row(kind);
+  if (row.agree == 0) return row.name;
+  std::string text = fmt::format("{} {}", row.name, core::dtype_name(dtype));
+  if (row.agree & RINGRUN_AGREE_OP) text += fmt::format(" {}", core::op_name(op));
+  text += " " + dims.describe(count);
+  if (row.agree & RINGRUN_AGREE_ROOT) text += fmt::format(" from root {}", root);
+  return text;
 }
 
 void throw_bad_cache_bit(std::uint32_t bit, std::size_t cache_entries) {
@@ -123,7 +120,7 @@ Description read_description(Reader& payload) {
   Description d;
   d.name = payload.str();
   const std::uint8_t kind = payload.u8();
-  if (kind < static_cast<std::uint8_t>(Collective::allreduce) || kind > static_cast<std::uint8_t>(Collective::reducescatter))
+  if (core::find_collective(kind) == nullptr)
     throw RuntimeError(RINGRUN_ERR_INTERNAL, "engine: an unknown collective in a negotiation record");
   d.shape.kind = static_cast<Collective>(kind);
   d.shape.dtype = static_cast<ringrun_dtype>(payload.u8());

@@ -13,14 +13,7 @@ from ringrun import _ringrun
 from ringrun.torch import basics
 from ringrun.torch.basics import _check_tensor, _set_id
 
-_KIND_NAMES = {
-    _ringrun.ALLREDUCE: "allreduce",
-    _ringrun.BROADCAST: "broadcast",
-    _ringrun.ALLGATHER: "allgather",
-    _ringrun.BARRIER: "barrier",
-    _ringrun.ALLTOALL: "alltoall",
-    _ringrun.REDUCESCATTER: "reducescatter",
-}
+_KIND_NAMES = _ringrun.COLLECTIVE_NAMES  # from ringrun.h's one list of collectives
 _counters = {}
 
 
