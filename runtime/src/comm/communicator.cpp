@@ -400,9 +400,7 @@ void Communicator::alltoall(const void* send, std::span<const std::size_t> to_ea
       if (count && recv != send) std::memmove(recv, send, count * dtype_size(dtype));
       return;
     }
-    // Every pair of ranks over the mesh, the same host's too: each byte crosses once, which no
-    // shared-memory round of whole buffers would beat for a personalized exchange.
-    static_cast<TcpTransport&>(*tcp_).alltoall(header, send, to_each, output);
+    tcp_->alltoall(header, send, to_each, output);  // the transport that has it (transport.hpp)
   });
 }
 
@@ -425,9 +423,8 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t coun
     }
     // One host: the shared-memory reduce-scatter (one pass over every input); across hosts the
     // TCP ring.
-    if (transport_ == shm_.get() && !hierarchical_)
-      return static_cast<ShmTransport&>(*shm_).reduce_scatter(header, send, recv, bounds);
-    static_cast<TcpTransport&>(*tcp_).reduce_scatter(header, send, recv, bounds);
+    Transport& chosen = transport_ == shm_.get() && !hierarchical_ ? *shm_ : *tcp_;
+    chosen.reduce_scatter(header, send, recv, bounds);
   });
 }
 

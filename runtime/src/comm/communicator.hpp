@@ -69,7 +69,7 @@ class Communicator {
   // Alltoall: send holds to_each[r] elements for rank r, in rank order;
   // output(total, from_each) is called once every rank's counts are known and returns the buffer
   // for what arrives (from_each[r] elements from rank r, in rank order). Host buffers only.
-  using AlltoallOutput = std::function<void*(std::size_t total, std::span<const std::size_t> from_each)>;
+  using AlltoallOutput = core::AlltoallOutput;
   void alltoall(const void* send, std::span<const std::size_t> to_each, ringrun_dtype dtype, const AlltoallOutput& output);
   // Reduce-scatter: the reduction of every rank's count elements, of which rank r keeps block
   // [bounds[r], bounds[r+1]) in recv (size + 1 bounds, the last = count). Host buffers only.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 
 #include <fmt/format.h>
@@ -44,6 +45,10 @@ struct HeaderVerdict {
   throw_mismatch(world, mine, verdict.rank_b, verdict.b);
 }
 
+// The receive side of an alltoall, once every rank's count for this one is known: a buffer for
+// `total` elements, from_each[i] of them from group index i in index order.
+using AlltoallOutput = std::function<void*(std::size_t total, std::span<const std::size_t> from_each)>;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -62,6 +67,23 @@ class Transport {
   virtual void allreduce_scattered(const OpHeader& header, std::span<const BufferSpan> spans) {
     (void)spans;
     throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: the {} transport has no scattered allreduce", header.describe(), name()));
+  }
+  // The collectives in which every rank ends with a piece of its own. alltoall: send holds
+  // to_each[i] elements for group index i, in index order (one count per rank); the output comes
+  // from `output`. The TCP transport has it (every pair over the mesh, the same host's too: each
+  // byte crosses once, which no shared-memory round of whole buffers would beat).
+  virtual void alltoall(const OpHeader& header, const void* send, std::span<const std::size_t> to_each,
+                        const AlltoallOutput& output) {
+    (void)send, (void)to_each, (void)output;
+    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("{}: the {} transport has no alltoall", header.describe(), name()));
+  }
+  // reduce_scatter: reduces every rank's header.count elements and leaves block i =
+  // [bounds[i], bounds[i+1]) on group index i, in recv (that block alone). TCP (a ring) and shared
+  // memory (one pass over every input) have it.
+  virtual void reduce_scatter(const OpHeader& header, const void* send, void* recv, std::span<const std::size_t> bounds) {
+    (void)send, (void)recv, (void)bounds;
+    throw RuntimeError(RINGRUN_ERR_INTERNAL,
+                       fmt::format("{}: the {} transport has no reduce-scatter", header.describe(), name()));
   }
 };
 

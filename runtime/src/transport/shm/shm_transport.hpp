@@ -77,7 +77,7 @@ class ShmTransport final : public Transport {
   // hierarchical allreduce's first phase. With bounds (one offset per group index and the count),
   // block i is [bounds[i], bounds[i+1]) and recv holds this rank's block alone (the reducescatter
   // collective).
-  void reduce_scatter(const OpHeader& header, const void* send, void* recv, std::span<const std::size_t> bounds = {});
+  void reduce_scatter(const OpHeader& header, const void* send, void* recv, std::span<const std::size_t> bounds = {}) override;
   // One round in which every rank of the group posts its header, returning the group's verdict on
   // them instead of throwing (the same on every rank of the group): the barrier, and the
   // hierarchical transport's first step of every call (the step across hosts carries the verdict

@@ -44,17 +44,13 @@ class TcpTransport final : public Transport {
   void allgather_ring(const OpHeader& header, const void* send, void* recv);
 
   // tcp_scatter.cpp: the collectives in which every rank ends with a piece of its own.
-  // The receive side of an alltoall, once every rank's count for this one is known: a buffer for
-  // `total` elements, from_each[i] of them from group index i in index order.
-  using AlltoallOutput = std::function<void*(std::size_t total, std::span<const std::size_t> from_each)>;
-  // send holds to_each[i] elements for group index i, in index order (to_each: one per rank).
-  // Moves exactly those bytes: one transfer per pair of ranks, all at once.
+  // alltoall moves exactly the bytes asked for: one transfer per pair of ranks, all at once.
   void alltoall(const OpHeader& header, const void* send, std::span<const std::size_t> to_each,
-                const AlltoallOutput& output);
+                const AlltoallOutput& output) override;
   // Reduces every rank's header.count elements and leaves block i = [bounds[i], bounds[i+1]) on
   // group index i, in recv (that block alone). A ring: every rank sends and receives (n-1)/n of
   // the data once, half of what an allreduce moves.
-  void reduce_scatter(const OpHeader& header, const void* send, void* recv, std::span<const std::size_t> bounds);
+  void reduce_scatter(const OpHeader& header, const void* send, void* recv, std::span<const std::size_t> bounds) override;
 
   // Allreduces of at most this many bytes use the direct exchange.
   static constexpr std::size_t kDirectMaxBytes = 16 * 1024;
