@@ -18,21 +18,8 @@ Elastic training (``ringrun --min-np``): ``ringrun.torch.elastic`` (``hvd.elasti
 ``hvd.elastic.TorchState``, ``hvd.elastic.ElasticSampler``).
 """
 
-from ringrun.torch.basics import (  # noqa: F401
-    Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, InternalError, Max, Min, Product, ProcessSet, Sum,
-    add_process_set, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, global_process_set, gloo_built,
-    gloo_enabled, init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
-    mpi_threads_supported, nccl_built, poll, rank, remove_process_set, rocm_built, shutdown, size, start_timeline,
-    stop_timeline, synchronize)
+from ringrun.torch.mpi_ops import *  # noqa: F401,F403  (the collectives and queries: mpi_ops.__all__)
 from ringrun.torch.compression import Compression  # noqa: F401
-from ringrun.torch.gather_ops import (  # noqa: F401
-    allgather, allgather_async, alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
-    broadcast_async_, grouped_allgather, grouped_allgather_async, grouped_reducescatter, grouped_reducescatter_async,
-    join, reducescatter, reducescatter_async)
-from ringrun.torch.reduce_ops import (  # noqa: F401
-    allreduce, allreduce_, allreduce_async, allreduce_async_, grouped_allreduce, grouped_allreduce_,
-    grouped_allreduce_async, grouped_allreduce_async_)
-from ringrun.torch.sparse import sparse_allreduce_async  # noqa: F401
 from ringrun.torch.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_optimizer_state, broadcast_parameters)
 from ringrun.torch.optimizer import DistributedOptimizer  # noqa: F401

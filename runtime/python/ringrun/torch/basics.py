@@ -18,6 +18,14 @@ from ringrun.common.basics import (  # noqa: F401 - ringrun.torch's names
     remove_process_set, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from ringrun.torch.version import check_torch_version
 
+# Public: ringrun.torch and ringrun.torch.mpi_ops export these (mpi_ops.__all__).
+__all__ = ['Adasum', 'Average', 'HorovodInternalError', 'HostsUpdatedInterrupt', 'InternalError', 'Max', 'Min', 'Product',
+           'ProcessSet', 'Sum', 'add_process_set', 'ccl_built', 'cross_rank', 'cross_size', 'cuda_built', 'ddl_built',
+           'global_process_set', 'gloo_built', 'gloo_enabled', 'init', 'is_homogeneous', 'is_initialized',
+           'local_rank', 'local_size', 'mpi_built', 'mpi_enabled', 'mpi_threads_supported', 'nccl_built', 'poll',
+           'rank', 'remove_process_set', 'rocm_built', 'shutdown', 'size', 'start_timeline', 'stop_timeline',
+           'synchronize']
+
 check_torch_version(torch.__version__)
 
 _DTYPES = {

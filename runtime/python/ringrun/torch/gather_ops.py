@@ -18,6 +18,11 @@ from ringrun.torch.compression import Compression
 from ringrun.torch.reduce_ops import allreduce, grouped_allreduce
 from ringrun.torch.submission import output_tensor, scale, submit
 
+# Public: ringrun.torch and ringrun.torch.mpi_ops export these (mpi_ops.__all__).
+__all__ = ['allgather', 'allgather_async', 'alltoall', 'alltoall_async', 'barrier', 'broadcast', 'broadcast_',
+           'broadcast_async', 'broadcast_async_', 'grouped_allgather', 'grouped_allgather_async',
+           'grouped_reducescatter', 'grouped_reducescatter_async', 'join', 'reducescatter', 'reducescatter_async']
+
 
 def _row_shape(tensor):
     return tuple(tensor.shape[1:]) if tensor.dim() > 0 else ()

@@ -16,6 +16,10 @@ from ringrun.torch.basics import (_DTYPES, Adasum, _add_group, _add_pending, _ch
 from ringrun.torch.compression import Compression
 from ringrun.torch.submission import scale, submit, submit_checked
 
+# Public: ringrun.torch and ringrun.torch.mpi_ops export these (mpi_ops.__all__).
+__all__ = ['allreduce', 'allreduce_', 'allreduce_async', 'allreduce_async_', 'grouped_allreduce', 'grouped_allreduce_',
+           'grouped_allreduce_async', 'grouped_allreduce_async_']
+
 
 def _submit_allreduce(tensor, output, name, op, prescale_factor, postscale_factor, process_set, what):
     """Submits tensor -> output (the same tensor: in place); returns (C handle, kept, finish)."""

@@ -5,6 +5,9 @@ import torch
 from ringrun.torch.basics import Average, _set_size, global_process_set, synchronize
 from ringrun.torch.gather_ops import allgather_async
 
+# Public: ringrun.torch and ringrun.torch.mpi_ops export these (mpi_ops.__all__).
+__all__ = ['sparse_allreduce_async']
+
 # The gathered indices come from valid sparse tensors: torch >= 2 need not check them again (and
 # says so in a warning unless told).
 _UNCHECKED = {"check_invariants": False} if hasattr(torch.sparse, "check_sparse_tensor_invariants") else {}
