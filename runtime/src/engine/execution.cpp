@@ -294,33 +294,20 @@ void Engine::allgather_varying(Entry& entry) {
 void Engine::execute_single(Entry& entry, Clock::time_point ready_at) {
   const OpRequest& r = entry.local->request;
   const auto start = Clock::now();
-  const char* phase = "BARRIER";
   switch (r.kind) {
-    case Collective::allreduce:
-      comm_.allreduce(r.send, r.recv, r.count, r.dtype, r.op);
-      phase = "ALLREDUCE";
-      break;
-    case Collective::broadcast:
-      comm_.broadcast(r.recv, r.count, r.dtype, r.root);
-      phase = "BROADCAST";
-      break;
+    case Collective::allreduce: comm_.allreduce(r.send, r.recv, r.count, r.dtype, r.op); break;
+    case Collective::broadcast: comm_.broadcast(r.recv, r.count, r.dtype, r.root); break;
     case Collective::allgather:
       if (r.varying) allgather_varying(entry);
       else comm_.allgather(r.send, r.count, r.dtype, r.recv);
-      phase = "ALLGATHER";
       break;
     case Collective::barrier: comm_.barrier(); break;
-    case Collective::alltoall:
-      comm_.alltoall(r.send, r.to_each, r.dtype, r.output);
-      phase = "ALLTOALL";
+    case Collective::alltoall: comm_.alltoall(r.send, r.to_each, r.dtype, r.output); break;
+    case Collective::reducescatter:
+      comm_.reduce_scatter(r.send, r.recv, r.count, reducescatter_bounds(shape_of(r), size_), r.dtype, r.op);
       break;
-    case Collective::reducescatter: {
-      const auto bounds = reducescatter_bounds(shape_of(r), size_);
-      comm_.reduce_scatter(r.send, r.recv, r.count, bounds, r.dtype, r.op);
-      phase = "REDUCESCATTER";
-      break;
-    }
   }
+  const char* phase = core::collective_row(r.kind).upper;  // Horovod's: ALLREDUCE, BROADCAST, ...
   if (timeline_) {
     timeline_->span(r.name, "QUEUE", ready_at, start);
     timeline_->span(r.name, phase, start, Clock::now());
