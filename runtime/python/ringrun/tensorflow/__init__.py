@@ -27,13 +27,7 @@ engine, which fuses the ops every rank submits. Keras: ``ringrun.tensorflow.kera
 has the whole API; the README's "Coming from Horovod: TensorFlow and Keras" what differs.
 """
 
-from ringrun.tensorflow.mpi_ops import (  # noqa: F401
-    Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, InternalError, Max, Min, Product, ProcessSet, Sum,
-    add_process_set, allgather, alltoall, barrier, broadcast, broadcast_, ccl_built, check_num_rank_power_of_2,
-    cross_rank, cross_size, cuda_built, ddl_built, global_process_set, gloo_built, gloo_enabled, grouped_allgather,
-    handle_average_backwards_compatibility, init, is_homogeneous, is_initialized, join, local_rank, local_rank_op,
-    local_size, local_size_op, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, process_set_included_op,
-    rank, rank_op, remove_process_set, rocm_built, shutdown, size, size_op, start_timeline, stop_timeline)
+from ringrun.tensorflow.mpi_ops import *  # noqa: F401,F403  (the ops and queries: mpi_ops.__all__)
 from ringrun.tensorflow.mpi_ops import _allreduce, _grouped_allreduce, _grouped_reducescatter, _reducescatter  # noqa: F401
 from ringrun.tensorflow.collectives import (  # noqa: F401
     allreduce, grouped_allreduce, grouped_reducescatter, reducescatter)

@@ -22,6 +22,18 @@ from ringrun.common import basics as _common
 from ringrun.tensorflow import _library
 from ringrun.tensorflow.util import _executing_eagerly
 
+# Public: ringrun.tensorflow exports these (its __init__ star-imports this module).
+__all__ = ['Adasum', 'Average', 'HorovodInternalError', 'HostsUpdatedInterrupt', 'InternalError', 'Max', 'Min',
+           'Product', 'ProcessSet', 'Sum', 'add_process_set', 'allgather', 'alltoall', 'barrier',
+           'broadcast', 'broadcast_', 'ccl_built', 'check_num_rank_power_of_2', 'cross_rank', 'cross_size',
+           'cuda_built', 'ddl_built', 'global_process_set', 'gloo_built', 'gloo_enabled',
+           'grouped_allgather', 'handle_average_backwards_compatibility', 'init', 'is_homogeneous',
+           'is_initialized', 'join', 'local_rank', 'local_rank_op', 'local_size', 'local_size_op',
+           'mpi_built', 'mpi_enabled', 'mpi_threads_supported', 'nccl_built', 'process_set_included_op',
+           'rank', 'rank_op', 'remove_process_set', 'rocm_built', 'shutdown', 'size', 'size_op',
+           'start_timeline', 'stop_timeline']
+
+
 _ops = _library.load()
 
 # The collectives are stateful ops (ops.cpp says why) that tf.function must not chain in program
