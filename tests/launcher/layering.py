@@ -11,6 +11,11 @@
    own may use (RUNTIME_USES): core/ uses nothing above it, transport/ and bootstrap/ only core/.
 3. No folder of product code holds more than MAX_SOURCE_FILES source files: a folder that grows
    past it splits by concern into sub-folders (as launcher/src and topology/src/native did).
+4. Inside a launcher or runtime folder the rooms read one way too: a room is the files of one name
+   (plan.hpp with plan.cpp, device_env.hpp with device_env.cpp; a public header belongs to the
+   room of its name in the folder it faces), and no two rooms include each other, directly or
+   round a circle. A public header that a lower room needs is split off as a room of its own
+   (ringrun/invocation.hpp below ringrun/cli.hpp, ringrun/nccl_options.hpp below ringrun/plan.hpp).
 
 Usage: layering.py SOURCE_DIR. Prints every breach, one line each, and exits 1 if there is any.
 """
@@ -37,10 +42,12 @@ LAUNCHER_ORDER = [
 LAUNCHER_FACES = {
     "process.hpp": "common",
     "plan.hpp": "plan",
+    "nccl_options.hpp": "plan",
     "rank_environment.hpp": "plan",
     "supervisor.hpp": "supervisor",
     "task.hpp": "task",
     "cli.hpp": "cli",
+    "invocation.hpp": "cli",
     "launch.hpp": "launch",
 }
 
@@ -156,6 +163,69 @@ def check_runtime_includes(root):
     return errors
 
 
+def room_edges(root):
+    """{folder: {room: {rooms it includes}}} for the launcher's and the runtime's folders."""
+    launcher_src = root / "launcher" / "src"
+    public = root / "launcher" / "include" / "ringrun"
+    runtime_src = root / "runtime" / "src"
+    edges = {}
+
+    def place(path):
+        """(folder key, room) of a file, or None when it is in no folder of either."""
+        if path.parent == public:
+            folder = LAUNCHER_FACES.get(path.name)
+            return (f"launcher/src/{folder}", path.stem) if folder else None
+        for src, prefix in ((launcher_src, "launcher/src"), (runtime_src, "runtime/src")):
+            if src in path.parents:
+                parts = path.relative_to(src).parts
+                if len(parts) > 1:
+                    return (f"{prefix}/{'/'.join(parts[:-1])}", path.stem)
+        return None
+
+    files = [p for d in (launcher_src, runtime_src) for p in d.rglob("*") if p.suffix in SOURCE_SUFFIXES]
+    files += [p for p in public.glob("*") if p.suffix in SOURCE_SUFFIXES]
+    for path in sorted(files):
+        here = place(path)
+        if here is None:
+            continue
+        for line in path.read_text().splitlines():
+            match = INCLUDE.match(line)
+            if not match:
+                continue
+            bracket, target = match.groups()
+            candidates = [public / target.removeprefix("ringrun/")] if bracket == "<" else \
+                [path.parent / target, launcher_src / target, runtime_src / target]
+            resolved = next((c for c in candidates if c.exists()), None)
+            there = place(resolved.resolve()) if resolved else None
+            if there and there[0] == here[0] and there[1] != here[1]:
+                edges.setdefault(here[0], {}).setdefault(here[1], set()).add(there[1])
+    return edges
+
+
+def check_room_circles(root):
+    errors = []
+    for folder, graph in sorted(room_edges(root).items()):
+        state, stack = {}, []
+
+        def visit(room):
+            state[room] = "open"
+            stack.append(room)
+            for nxt in sorted(graph.get(room, ())):
+                if state.get(nxt) == "open":
+                    circle = stack[stack.index(nxt):] + [nxt]
+                    errors.append(f"{folder}/: the rooms {' -> '.join(circle)} include each other: split the "
+                                  "part the lower one needs into a room of its own")
+                elif nxt not in state:
+                    visit(nxt)
+            stack.pop()
+            state[room] = "done"
+
+        for room in sorted(graph):
+            if room not in state:
+                visit(room)
+    return errors
+
+
 def check_folder_sizes(root):
     errors = []
     for product in PRODUCT_ROOTS:
@@ -173,12 +243,12 @@ def main():
         print("usage: layering.py SOURCE_DIR", file=sys.stderr)
         return 2
     root = pathlib.Path(sys.argv[1]).resolve()
-    errors = check_includes(root) + check_runtime_includes(root) + check_folder_sizes(root)
+    errors = check_includes(root) + check_runtime_includes(root) + check_room_circles(root) + check_folder_sizes(root)
     for error in errors:
         print(error)
     if not errors:
         print(f"layering: the launcher's {len(LAUNCHER_ORDER)} folders and the runtime's {len(RUNTIME_USES)} include "
-              "only downwards; "
+              "only downwards, and so do the rooms inside each folder; "
               f"no product folder holds more than {MAX_SOURCE_FILES} source files")
     return 1 if errors else 0
 

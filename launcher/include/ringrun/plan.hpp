@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ringrun/allocation.hpp>
+#include <ringrun/nccl_options.hpp>
 #include <ringrun/rank_environment.hpp>
 #include <ringrun/topology.hpp>
 
@@ -19,16 +20,6 @@ namespace ringrun {
 // Kubernetes job runs ringrun, which starts that pod's ranks (README, On Kubernetes).
 enum class LauncherKind { automatic, local, srun, mpirun, pod };
 const char* to_string(LauncherKind);
-
-// NCCL knobs from the command line. Each is also passed to every rank as a RINGRUN_* variable so
-// the task shim on another node plans the same way (variables that `travel`,
-// ringrun/environment_variables.hpp).
-struct NcclOptions {
-  std::optional<std::string> algo;          // --nccl-algo LIST -> NCCL_ALGO
-  std::optional<std::string> proto;         // --nccl-proto LIST -> NCCL_PROTO
-  std::optional<std::string> ib_gid_index;  // --nccl-ib-gid-index auto|N -> NCCL_IB_GID_INDEX
-  bool tcp = false;                         // --tcp -> NCCL_IB_DISABLE=1
-};
 
 // An interface of this host as the launcher read it (/sys/class/net and getifaddrs).
 struct NetworkInterface {
@@ -48,20 +39,6 @@ struct InterfaceChoice {
 // usable one. nullopt when none qualifies (NCCL then chooses by itself).
 std::optional<InterfaceChoice> choose_network_interface(const std::vector<NetworkInterface>& interfaces,
                                                         const std::vector<std::string>& topology_netdevs);
-
-// NCCL's version code as ncclGetVersion returns it (2.21.5 -> 22105; 2.8.4 -> 2804) as "2.21.5".
-std::string format_nccl_version(int code);
-// The code of MAJOR.MINOR.PATCH in ncclGetVersion's encoding.
-constexpr int nccl_version_code(int major, int minor, int patch) {
-  return major <= 2 && minor <= 8 ? major * 1000 + minor * 100 + patch : major * 10000 + minor * 100 + patch;
-}
-
-// Checks an NCCL_ALGO / NCCL_PROTO value against the names the given NCCL version accepts
-// (unknown version: every name any version accepts). Case-insensitive, `^` excludes, and for
-// algorithms the NCCL 2.24 per-function form "ring;allreduce:tree". Throws InputError naming the
-// option, the bad value and the accepted ones.
-void validate_nccl_algo(const std::string& list, std::optional<int> nccl_version);
-void validate_nccl_proto(const std::string& list);
 
 struct LaunchOptions {
   std::optional<int> num_proc;                 // -np

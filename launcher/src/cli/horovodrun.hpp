@@ -4,7 +4,7 @@
 // note under --verbose), or is refused in one line that says what to do instead.
 #pragma once
 
-#include <ringrun/cli.hpp>
+#include <ringrun/invocation.hpp>
 
 #include <CLI/CLI.hpp>
 

@@ -1,6 +1,6 @@
 #include "cli/values.hpp"
 
-#include <ringrun/cli.hpp>
+#include <ringrun/process.hpp>
 
 #include <fmt/format.h>
 

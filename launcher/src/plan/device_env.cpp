@@ -1,7 +1,6 @@
 // The variables that hand a rank its GPU, and the inherited GPU lists they index into.
 #include "plan/device_env.hpp"
 
-#include <ringrun/plan.hpp>
 
 #include <optional>
 #include <vector>

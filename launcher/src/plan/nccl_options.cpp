@@ -1,6 +1,7 @@
 // The NCCL options' names and the user's NCCL_* variables against ringrun's options (ringrun(1),
 // --nccl-algo, --nccl-proto, --tcp, --network-interface).
-#include "plan/nccl_options.hpp"
+#include <ringrun/gpu_libraries.hpp>
+#include <ringrun/nccl_options.hpp>
 
 #include "plan/text.hpp"
 
@@ -80,22 +81,23 @@ std::string user_source(const std::map<std::string, std::string>& user_env, cons
 
 }  // namespace
 
-std::vector<std::string> nccl_contradictions(const LaunchOptions& opt, const std::map<std::string, std::string>& user_env,
+std::vector<std::string> nccl_contradictions(const NcclOptions& nccl, const std::optional<std::string>& network_interface,
+                                             const std::map<std::string, std::string>& user_env,
                                              const Environment& launcher_env) {
   std::vector<std::string> warnings;
   auto value_of = [&](const std::string& name) { return user_value(user_env, launcher_env, name); };
-  if (opt.nccl.tcp) {
+  if (nccl.tcp) {
     if (auto v = value_of("NCCL_IB_DISABLE"); v && *v != "1")
       warnings.push_back(fmt::format("ringrun: warning: --tcp sets NCCL_IB_DISABLE=1 but NCCL_IB_DISABLE={} is set {}; "
                                      "the ranks keep {} (NCCL may still use InfiniBand); unset it or drop --tcp",
                                      *v, user_source(user_env, "NCCL_IB_DISABLE"), *v));
   }
   if (auto v = value_of("NCCL_SOCKET_IFNAME")) {
-    if (opt.network_interface && !socket_ifname_selects(*v, *opt.network_interface))
+    if (network_interface && !socket_ifname_selects(*v, *network_interface))
       warnings.push_back(fmt::format("ringrun: warning: --network-interface {} but NCCL_SOCKET_IFNAME={} set {} does "
                                      "not select {}; NCCL follows NCCL_SOCKET_IFNAME; unset it or make it ={}",
-                                     *opt.network_interface, *v, user_source(user_env, "NCCL_SOCKET_IFNAME"),
-                                     *opt.network_interface, *opt.network_interface));
+                                     *network_interface, *v, user_source(user_env, "NCCL_SOCKET_IFNAME"),
+                                     *network_interface, *network_interface));
     if (!v->empty() && (*v)[0] == '^' && socket_ifname_selects(*v, "lo"))
       warnings.push_back(fmt::format("ringrun: warning: NCCL_SOCKET_IFNAME={} set {} excludes some interfaces but not "
                                      "lo, so NCCL may pick lo; write NCCL_SOCKET_IFNAME={},lo or name one (=eth0)",
@@ -108,10 +110,10 @@ std::vector<std::string> nccl_contradictions(const LaunchOptions& opt, const std
                                      "{}",
                                      option, *given, name, *v, user_source(user_env, name), *v, option));
   };
-  compare("--nccl-algo", opt.nccl.algo, "NCCL_ALGO");
-  compare("--nccl-proto", opt.nccl.proto, "NCCL_PROTO");
-  if (opt.nccl.ib_gid_index && *opt.nccl.ib_gid_index != "auto")
-    compare("--nccl-ib-gid-index", opt.nccl.ib_gid_index, "NCCL_IB_GID_INDEX");
+  compare("--nccl-algo", nccl.algo, "NCCL_ALGO");
+  compare("--nccl-proto", nccl.proto, "NCCL_PROTO");
+  if (nccl.ib_gid_index && *nccl.ib_gid_index != "auto")
+    compare("--nccl-ib-gid-index", nccl.ib_gid_index, "NCCL_IB_GID_INDEX");
   return warnings;
 }
 

@@ -2,7 +2,6 @@
 
 #include "common/subprocess.hpp"
 #include "plan/device_env.hpp"
-#include "plan/nccl_options.hpp"
 #include "plan/text.hpp"
 
 #include <ringrun/environment_variables.hpp>
@@ -449,7 +448,7 @@ Plan make_plan(const PlanInputs& in, const LaunchOptions& opt) {
     throw InputError("--mem-bind local with --bind none : memory follows the cores a rank is bound to; drop one of them");
 
   PlanContext c(in, opt, resolve_user_env(in, opt));
-  plan.warnings = nccl_contradictions(opt, c.user_env, in.launcher_env);
+  plan.warnings = nccl_contradictions(opt.nccl, opt.network_interface, c.user_env, in.launcher_env);
   plan.notes = interface_notes(c, plan.launcher);
   c.old_nccl = in.nccl_version && *in.nccl_version < nccl_version_code(2, 21, 0);
   c.python_path = rank_python_path(in.python_package_dir, c.user_env, in.launcher_env);

@@ -107,4 +107,48 @@ void Engine::end_cycle() {
   if (timeline_) timeline_->flush();
 }
 
+// A waiter runs the cycles itself (op_state.hpp): here, beside the cycle, because it drives the
+// engine, which the op states are a part of.
+void OpState::drive_cycles(bool bounded, std::chrono::steady_clock::time_point deadline) {
+  // Run the engine's cycles on this thread until the op is done: no hand-off to the background
+  // thread and back. When another thread is in a cycle, block on the lock (no spinning): that
+  // cycle may well complete this op. A waiter counts itself in `waiters` (the background thread
+  // then stands back) once it has to block or to run a second cycle; one that gets the lock at
+  // once and is done after one cycle, a lone op's case, skips two locked instructions.
+  if (!driver_ || done()) return;
+  std::unique_lock cycle(driver_->mutex, std::try_to_lock);
+  bool counted = !cycle.owns_lock();
+  if (counted) {
+    driver_->waiters.fetch_add(1);
+    cycle.lock();
+  }
+  // The last waiter to leave hands whatever is still pending back to the background thread.
+  auto leave = [&](Engine* engine) {
+    const int others = counted ? driver_->waiters.fetch_sub(1) - 1 : driver_->waiters.load();
+    if (engine && others == 0) engine->waiter_left();
+  };
+  for (;;) {
+    Engine* engine = driver_->engine;
+    if (!engine || engine->finished_) {
+      leave(nullptr);
+      return;
+    }
+    if (done() || (bounded && std::chrono::steady_clock::now() >= deadline)) {
+      leave(engine);
+      return;
+    }
+    engine->cycle_once();
+    if (done() && !engine->finished_) {
+      leave(engine);
+      return;
+    }
+    cycle.unlock();
+    if (!counted) {
+      driver_->waiters.fetch_add(1);
+      counted = true;
+    }
+    cycle.lock();
+  }
+}
+
 }  // namespace ringrun::engine

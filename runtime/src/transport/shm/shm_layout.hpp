@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transport/shm/shm_transport.hpp"
 
 namespace ringrun::core {
 namespace shm {
@@ -64,9 +63,7 @@ static_assert(sizeof(Inbox) % (2 * kLine) == 0);
 
 inline bool reached(std::uint32_t value, std::uint32_t target) { return static_cast<std::int32_t>(value - target) >= 0; }
 
-}  // namespace shm
-
-struct ShmTransport::Control {
+struct Control {
   alignas(2 * shm::kLine) shm::Inbox inbox[2];  // by round parity: a peer may still read the previous round's
   alignas(shm::kLine) std::atomic<std::uint32_t> consumed;
   alignas(shm::kLine) std::atomic<std::uint32_t> chunk_arrived;   // exported (or, for a root, wrote) this chunk
@@ -74,5 +71,7 @@ struct ShmTransport::Control {
   alignas(shm::kLine) std::atomic<std::uint32_t> chunk_consumed;  // done reading every peer's ring for it
   alignas(shm::kLine) std::atomic<std::uint32_t> sleepers;  // peers asleep on one of this rank's counters
 };
+
+}  // namespace shm
 
 }  // namespace ringrun::core

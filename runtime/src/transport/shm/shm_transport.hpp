@@ -38,6 +38,10 @@
 
 namespace ringrun::core {
 
+namespace shm {
+struct Control;  // a rank's control block in the segment (shm_layout.hpp)
+}  // namespace shm
+
 class ShmTransport final : public Transport {
  public:
   static constexpr std::size_t kDefaultSlotBytes = 256 * 1024;
@@ -88,7 +92,7 @@ class ShmTransport final : public Transport {
   HeaderVerdict host_allreduce(const OpHeader& header, const void* send, void* recv);
   std::size_t slot_bytes() const { return slot_bytes_; }
 
-  struct Control;
+  using Control = shm::Control;  // shm_layout.hpp
 
  private:
   ShmTransport(TcpMesh& mesh, Group group, void* base, std::size_t bytes, std::size_t slot_bytes, std::size_t ring_bytes);
