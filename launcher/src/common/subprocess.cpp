@@ -130,10 +130,14 @@ bool read_until(int fd, std::chrono::steady_clock::time_point deadline, std::str
 
 }  // namespace
 
-std::optional<ProgramResult> run_program(const ProgramCall& call) {
-  if (call.executable.empty() || call.argv.empty()) return std::nullopt;
+std::optional<StartedProgram> start_program(const ProgramCall& call, int* error) {
+  auto fail = [error](int code) -> std::optional<StartedProgram> {
+    if (error) *error = code;
+    return std::nullopt;
+  };
+  if (call.executable.empty() || call.argv.empty()) return fail(EINVAL);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(errno);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
@@ -141,23 +145,46 @@ std::optional<ProgramResult> run_program(const ProgramCall& call) {
   if (call.error_output == ErrorOutput::captured) posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   if (call.error_output == ErrorOutput::discarded)
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  short flags = POSIX_SPAWN_SETSIGDEF;
+  if (call.signal_mask) {
+    posix_spawnattr_setsigmask(&attr, call.signal_mask);
+    flags |= POSIX_SPAWN_SETSIGMASK;
+  }
+  if (call.own_group) {
+    posix_spawnattr_setpgroup(&attr, 0);
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  posix_spawnattr_setflags(&attr, flags);
   CStrings argv(call.argv);
   std::optional<CStrings> env;
   if (call.env) env.emplace(environment_strings(*call.env));
   pid_t pid = -1;
-  const int spawn_error = ::posix_spawn(&pid, call.executable.c_str(), &actions, nullptr, argv.pointers.data(),
+  const int spawn_error = ::posix_spawn(&pid, call.executable.c_str(), &actions, &attr, argv.pointers.data(),
                                         env ? env->pointers.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(fds[1]);
   if (spawn_error != 0) {
     ::close(fds[0]);
-    return std::nullopt;
+    return fail(spawn_error);
   }
+  return StartedProgram{pid, fds[0]};
+}
+
+std::optional<ProgramResult> run_program(const ProgramCall& call) {
+  const auto started = start_program(call);
+  if (!started) return std::nullopt;
   ProgramResult result;
-  result.timed_out = read_until(fds[0], std::chrono::steady_clock::now() + call.timeout, result.output);
-  ::close(fds[0]);
-  if (result.timed_out) ::kill(pid, SIGKILL);
-  while (::waitpid(pid, &result.wait_status, 0) < 0 && errno == EINTR) {
+  result.timed_out = read_until(started->output_fd, std::chrono::steady_clock::now() + call.timeout, result.output);
+  ::close(started->output_fd);
+  if (result.timed_out) ::kill(call.own_group ? -started->pid : started->pid, SIGKILL);
+  while (::waitpid(started->pid, &result.wait_status, 0) < 0 && errno == EINTR) {
   }
   return result;
 }

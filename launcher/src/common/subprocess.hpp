@@ -6,6 +6,9 @@
 
 #include <ringrun/allocation.hpp>
 
+#include <signal.h>
+#include <sys/types.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
@@ -41,7 +44,21 @@ struct ProgramCall {
   std::optional<Environment> env;                    // nullopt: ringrun's own
   std::chrono::milliseconds timeout{0};              // then the program is killed (SIGKILL)
   ErrorOutput error_output = ErrorOutput::captured;  // captured: into `output`, with stdout
+  // In a process group of its own, so that killing the group ends what it started too.
+  bool own_group = false;
+  const sigset_t* signal_mask = nullptr;  // the program's signal mask; nullptr: ringrun's
 };
+
+// A started program: its pid and the read end of its stdout (close-on-exec, blocking).
+struct StartedProgram {
+  pid_t pid = -1;
+  int output_fd = -1;
+};
+
+// The one way the launcher starts another program (ranks aside): stdin on /dev/null, stdout into
+// a pipe, stderr as the call says, SIGPIPE back to its default (the supervisor ignores it, and an
+// ignored signal survives exec). nullopt when it could not be started, with the errno in `error`.
+std::optional<StartedProgram> start_program(const ProgramCall& call, int* error = nullptr);
 
 struct ProgramResult {
   int wait_status = 0;     // waitpid's
@@ -52,8 +69,8 @@ struct ProgramResult {
   std::optional<int> exit_code() const;
 };
 
-// Runs the call without a shell, stdin on /dev/null, and waits for its end or its deadline.
-// nullopt when it could not be started.
+// Runs the call (start_program) and waits for its end or its deadline. nullopt when it could not
+// be started.
 std::optional<ProgramResult> run_program(const ProgramCall& call);
 
 }  // namespace ringrun

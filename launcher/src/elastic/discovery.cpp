@@ -14,11 +14,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace ringrun {
 namespace {
@@ -27,51 +24,25 @@ namespace {
 // ringrun's memory without bound.
 constexpr std::size_t kMaxOutput = 1 << 20;
 
-// posix_spawn's objects, destroyed on every path.
-struct SpawnSetup {
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  SpawnSetup() {
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-};
-
 }  // namespace
 
 DiscoveryRun::DiscoveryRun(const std::string& script, const sigset_t& signal_mask, SteadyTime now)
     : deadline_(now + kDiscoveryTimeout) {
-  int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0)
-    throw LaunchError(fmt::format("ringrun: --host-discovery-script: pipe: {}", std::strerror(errno)), 1);
-  SpawnSetup setup;
-  // stdout to the pipe, stdin from /dev/null, stderr shared with ringrun's (the script's own
-  // complaints are the best description of its failure).
-  posix_spawn_file_actions_adddup2(&setup.actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);  // ignored in the supervisor; an ignored signal survives exec
-  posix_spawnattr_setsigdefault(&setup.attr, &defaults);
-  posix_spawnattr_setsigmask(&setup.attr, &signal_mask);
-  posix_spawnattr_setpgroup(&setup.attr, 0);  // its own group: a timeout kills what it started too
-  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  const char* argv[] = {"sh", "-c", script.c_str(), nullptr};
-  const int rc = ::posix_spawn(&pid_, "/bin/sh", &setup.actions, &setup.attr, const_cast<char* const*>(argv), environ);
-  ::close(out[1]);
-  if (rc != 0) {
-    ::close(out[0]);
-    pid_ = -1;
+  // stderr shared with ringrun's (the script's own complaints are the best description of its
+  // failure); its own group, so that a timeout kills what it started too.
+  ProgramCall call;
+  call.executable = "/bin/sh";
+  call.argv = {"sh", "-c", script};
+  call.error_output = ErrorOutput::inherited;
+  call.own_group = true;
+  call.signal_mask = &signal_mask;
+  int error = 0;
+  const auto started = start_program(call, &error);
+  if (!started)
     throw LaunchError(fmt::format("ringrun: --host-discovery-script '{}': cannot start /bin/sh: {}", script,
-                                  std::strerror(rc)), 1);
-  }
-  fd_ = out[0];
+                                  std::strerror(error)), 1);
+  pid_ = started->pid;
+  fd_ = started->output_fd;
   ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
 }
 
