@@ -230,43 +230,31 @@ void ElasticJob::spawn(const SpawnMember& s) {
   process.spec.rank = static_cast<int>(s.id);  // its output's tag and its --output-filename folder
   process.spec.env = member_environment(slot, s, config_.rank_timeout_s);
   process.spec.stdin_inherit = slot.stdin_inherit && s.id == 0;
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+  StartedRank started;
+  try {
+    started = start_rank(process.spec, RankStart{signals_.exec_mask(), parent_, devnull_, stdin_is_tty_}, *guard_);
+  } catch (...) {
     abandon();
-    throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(errno)), 1);
+    throw;
   }
-  RankLaunch launch = rank_launch(process.spec, signals_.exec_mask(), parent_);
-  launch.in_fd = (process.spec.stdin_inherit && !stdin_is_tty_) ? STDIN_FILENO : devnull_;
-  launch.out_fd = out[1];
-  launch.err_fd = err[1];
-  launch.guard_slot = guard_->reserve();
-  SpawnFailure failure;
-  const pid_t pid = spawn_rank(launch, failure);
-  const int spawn_errno = errno;
-  ::close(out[1]);
-  ::close(err[1]);
-  if (pid < 0) guard_->cancel(launch.guard_slot);
-  if (pid > 0) {
-    ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
-    process.pid = pid;
+  if (started.pid > 0) {
+    process.pid = started.pid;
     process.running = true;
   }
-  if (pid < 0 || failure.step != SpawnFailure::none) {
-    ::close(out[0]);
-    ::close(err[0]);
+  if (!started.ok()) {
     abandon();
-    if (pid < 0)
-      throw LaunchError(fmt::format("ringrun: starting id {}: {}", s.id, std::strerror(spawn_errno)), 1);
-    throw spawn_error(process.spec, failure);
+    if (started.pid < 0)
+      throw LaunchError(fmt::format("ringrun: starting id {}: {}", s.id, std::strerror(started.spawn_errno)), 1);
+    throw spawn_error(process.spec, started.failure);
   }
   const std::string label = fmt::format("[{}]", s.id);
   RankFiles* files = options_.output_directory ? &files_ : nullptr;
   const int tag = static_cast<int>(s.id);
   // A member started by its own srun step writes records (rank_output.hpp) under srun's tag.
-  streams_.emplace_back(out[0], STDOUT_FILENO, tag, label, process.spec.retag, options_.tag_output, files, nullptr);
+  streams_.emplace_back(started.out_fd, STDOUT_FILENO, tag, label, process.spec.retag, options_.tag_output, files, nullptr);
   streams_.back().single_task = true;
   streams_.back().timestamp = options_.timestamp_output;
-  streams_.emplace_back(err[0], STDERR_FILENO, tag, label, process.spec.retag, options_.tag_output, files,
+  streams_.emplace_back(started.err_fd, STDERR_FILENO, tag, label, process.spec.retag, options_.tag_output, files,
                         process.spec.retag == OutputRetag::none ? nullptr : &process.reported);
   streams_.back().single_task = true;
   streams_.back().timestamp = options_.timestamp_output;

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -32,6 +33,37 @@ sigset_t g_original_mask;
 bool g_signals_blocked = false;
 
 }  // namespace
+
+StartedRank start_rank(const ProcessSpec& spec, const RankStart& start, RankGuard& guard) {
+  StartedRank started;
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(errno)), 1);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int saved = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(saved)), 1);
+  }
+  RankLaunch launch = rank_launch(spec, start.exec_mask, start.parent);
+  launch.in_fd = (spec.stdin_inherit && !start.stdin_is_tty) ? STDIN_FILENO : start.devnull;
+  launch.out_fd = out[1];
+  launch.err_fd = err[1];
+  launch.guard_slot = guard.reserve();
+  started.pid = spawn_rank(launch, started.failure);
+  started.spawn_errno = errno;
+  ::close(out[1]);
+  ::close(err[1]);
+  if (started.pid < 0) guard.cancel(launch.guard_slot);
+  if (started.pid > 0) ::setpgid(started.pid, started.pid);  // also here, so the group exists before we might signal it
+  if (!started.ok()) {
+    ::close(out[0]);
+    ::close(err[0]);
+    return started;
+  }
+  started.out_fd = out[0];
+  started.err_fd = err[0];
+  return started;
+}
 
 RankLaunch rank_launch(const ProcessSpec& spec, const sigset_t& exec_mask, pid_t parent) {
   RankLaunch launch;

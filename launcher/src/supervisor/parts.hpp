@@ -22,6 +22,31 @@ RankLaunch rank_launch(const ProcessSpec& spec, const sigset_t& exec_mask, pid_t
 // The one-line error for a process whose binding or exec failed in the child.
 LaunchError spawn_error(const ProcessSpec& spec, const SpawnFailure& failure);
 
+// Where a rank's stdin comes from: the terminal's when the spec asks for it and it is not a tty,
+// else `devnull`; and what every rank of one supervisor is started with.
+struct RankStart {
+  sigset_t exec_mask;
+  pid_t parent = -1;
+  int devnull = -1;
+  bool stdin_is_tty = false;
+};
+
+// A rank started by start_rank: its pid (-1: it could not be cloned, `spawn_errno` says why) and
+// the read ends of its stdout and stderr; `failure` says whether binding or exec failed in the
+// child (then it has exited and must still be reaped). On either failure the pipes are closed.
+struct StartedRank {
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+  int spawn_errno = 0;
+  SpawnFailure failure;
+  bool ok() const { return pid > 0 && failure.step == SpawnFailure::none; }
+};
+
+// The one way both supervisors start a rank: its output into two pipes, under `guard` (a slot
+// reserved, or given back when the clone fails), in a process group of its own.
+StartedRank start_rank(const ProcessSpec& spec, const RankStart& start, RankGuard& guard);
+
 // The signals a supervisor takes through its signalfd: SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2.
 sigset_t supervisor_signals();
 

@@ -125,36 +125,22 @@ void Supervision::start(const sigset_t& exec_mask) {
   guard_.emplace(processes_.size());
   const bool stdin_is_tty = ::isatty(STDIN_FILENO);
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const pid_t parent = ::getpid();
+  const RankStart how{exec_mask, ::getpid(), devnull, stdin_is_tty};
   for (std::size_t i = 0; i < processes_.size(); ++i) {
     const ProcessSpec& spec = processes_[i];
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
-      throw LaunchError(fmt::format("ringrun: pipe: {}", std::strerror(errno)), 1);
-    RankLaunch launch = rank_launch(spec, exec_mask, parent);
-    launch.in_fd = (spec.stdin_inherit && !stdin_is_tty) ? STDIN_FILENO : devnull;
-    launch.out_fd = out[1];
-    launch.err_fd = err[1];
-    launch.guard_slot = guard_->reserve();
-    SpawnFailure failure;
-    const pid_t pid = spawn_rank(launch, failure);
-    const int spawn_errno = errno;
-    ::close(out[1]);
-    ::close(err[1]);
-    if (pid < 0) {
-      guard_->cancel(launch.guard_slot);
-      abandon_start(LaunchError(fmt::format("ringrun: starting rank {}: {}", spec.rank, std::strerror(spawn_errno)), 1));
-    }
-    ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
-    children_[i] = Child{&spec, pid, true, 0};
+    const StartedRank started = start_rank(spec, how, *guard_);
+    if (started.pid < 0)
+      abandon_start(LaunchError(fmt::format("ringrun: starting rank {}: {}", spec.rank, std::strerror(started.spawn_errno)), 1));
+    children_[i] = Child{&spec, started.pid, true, 0};
     ++running_;
     // exec failed after resolve_program said it would work (e.g. a bad interpreter line), or binding did.
-    if (failure.step != SpawnFailure::none) abandon_start(spawn_error(spec, failure));
+    if (!started.ok()) abandon_start(spawn_error(spec, started.failure));
     std::string label = spec.label == "rank" ? fmt::format("[{}]", spec.rank) : fmt::format("[{}]", spec.label);
     RankFiles* rank_files = options_.output_directory ? &files_ : nullptr;
-    streams_.emplace_back(out[0], STDOUT_FILENO, spec.rank, label, spec.retag, options_.tag_output, rank_files, nullptr);
+    streams_.emplace_back(started.out_fd, STDOUT_FILENO, spec.rank, label, spec.retag, options_.tag_output, rank_files,
+                          nullptr);
     streams_.back().timestamp = options_.timestamp_output;
-    streams_.emplace_back(err[0], STDERR_FILENO, spec.rank, label, spec.retag, options_.tag_output, rank_files,
+    streams_.emplace_back(started.err_fd, STDERR_FILENO, spec.rank, label, spec.retag, options_.tag_output, rank_files,
                           spec.retag != OutputRetag::none ? &reported_ : nullptr);
     streams_.back().timestamp = options_.timestamp_output;
   }
