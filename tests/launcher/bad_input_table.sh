@@ -47,11 +47,11 @@ row "--gpus-per-rank 2 : the GPUs per rank (0: CPU-only ranks) must be from 0 to
 row "--grace-period -1 : the grace period in seconds must be at least 0 ($E --grace-period 10)" -- --grace-period -1 prog
 row "--start-timeout 0 : the timeout must be above 0 ($E --start-timeout 60)" -- --start-timeout 0 prog
 row "--start-timeout 'x' : the timeout must be a number, above 0 ($E --start-timeout 60)" -- --start-timeout x prog
-row "--fusion-threshold-mb -1 : the fusion buffer size in MiB must be at least 0 ($E --fusion-threshold-mb 128)" -- --fusion-threshold-mb -1 prog
-row "--cycle-time-ms 'nan' : the cycle time in ms must be a number, at least 0 ($E --cycle-time-ms 1)" -- --cycle-time-ms nan prog
+row "--fusion-threshold-mb -1 : the fusion buffer size in MiB must be at least 0 and at most 1048576 ($E --fusion-threshold-mb 128)" -- --fusion-threshold-mb -1 prog
+row "--cycle-time-ms 'nan' : the cycle time in ms must be a number, at least 0 and at most 60000 ($E --cycle-time-ms 1)" -- --cycle-time-ms nan prog
 row "--cache-capacity 9999999 : the response-cache entries must be from 0 to 1048576 ($E --cache-capacity 1024)" -- --cache-capacity 9999999 prog
-row "--stall-check-warning-time-seconds -1 : the stall warning time must be at least 0 ($E --stall-check-warning-time-seconds 60)" -- --stall-check-warning-time-seconds -1 prog
-row "--stall-check-shutdown-time-seconds 'x' : the stall shutdown time must be a number, at least 0 ($E --stall-check-shutdown-time-seconds 600)" -- --stall-check-shutdown-time-seconds x prog
+row "--stall-check-warning-time-seconds -1 : the stall warning time must be at least 0 and at most 16777216 ($E --stall-check-warning-time-seconds 60)" -- --stall-check-warning-time-seconds -1 prog
+row "--stall-check-shutdown-time-seconds 'x' : the stall shutdown time must be a number, at least 0 and at most 16777216 ($E --stall-check-shutdown-time-seconds 600)" -- --stall-check-shutdown-time-seconds x prog
 row "--nodes 0 : the nodes of the job must be at least 1 ($E --nodes 2)" -- template single-node --nodes 0
 # Choices and options.
 row "--launcher 'ssh' : not a choice; give auto, pod, srun, local or mpirun" -- --launcher ssh prog

@@ -196,7 +196,7 @@ inline constexpr Variable kStartTimeout{
     .name = "RINGRUN_START_TIMEOUT",
     .meaning = "how long the runtime waits for every rank at start-up",
     .unit = "seconds",
-    .default_value = "60", .type = Type::integer, .min = 1, .max = 86400,
+    .default_value = "60", .type = Type::number, .min = 0.001, .max = 86400,
     .travels = true};
 inline constexpr Variable kNetworkInterface{
     .name = "RINGRUN_NETWORK_INTERFACE",
@@ -298,7 +298,7 @@ inline constexpr Variable kElasticTimeout{
     .meaning = "elastic mode: how long to wait for a world to be published and for its members' addresses "
                "(--elastic-timeout, at least --start-timeout)",
     .unit = "seconds",
-    .default_value = "600", .type = Type::integer, .min = 1, .max = 604800};
+    .default_value = "600", .type = Type::number, .min = 0.001, .max = 604800};
 
 // torch.distributed's env:// names, so such scripts run unchanged.
 inline constexpr Variable kTorchRank{

@@ -28,6 +28,7 @@ std::vector<std::string> launcher_choices() {
 
 using cli_values::number;
 using cli_values::one_of;
+using cli_values::table_value;
 using cli_values::whole_number;
 
 // horovodrun spells some long options with one dash; CLI11 wants two. Rewrite them up to the
@@ -102,10 +103,11 @@ void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::stri
                              variables::kDiscoveryInterval.default_value, variables::kDiscoveryInterval.name))
       ->type_name("SECONDS")
       ->check(number("--discovery-interval", "the interval", 0, variables::kDiscoveryInterval.default_value, true));
-  app.add_option("--elastic-timeout", e.elastic_timeout_s, "Elastic mode: seconds to wait for --min-np slots before "
-                                                           "ending the job (default 600)")
+  app.add_option("--elastic-timeout", e.elastic_timeout_s,
+                 fmt::format("Elastic mode: seconds to wait for --min-np slots before ending the job (default {})",
+                             variables::kElasticTimeout.default_value))
       ->type_name("SECONDS")
-      ->check(number("--elastic-timeout", "the timeout", 0, "600", true));
+      ->check(number("--elastic-timeout", "the timeout", 0, variables::kElasticTimeout.default_value, true));
 }
 
 // One whole number of seconds of --blacklist-cooldown-range, or a one-line UsageError.
@@ -274,27 +276,34 @@ void add_nccl_options(CLI::App& app, LaunchOptions& L) {
 
 // the engine's,
 void add_engine_options(CLI::App& app, LaunchOptions& L) {
-  app.add_option("--fusion-threshold-mb", L.fusion_threshold_mb, "Engine: fusion buffer size in MiB (default 128)")
+  namespace v = variables;
+  app.add_option("--fusion-threshold-mb", L.fusion_threshold_mb,
+                 fmt::format("Engine: fusion buffer size in MiB (default {})", v::kFusionThresholdMb.default_value))
       ->type_name("MB")
-      ->check(number("--fusion-threshold-mb", "the fusion buffer size in MiB", 0, "128"));
-  app.add_option("--cycle-time-ms", L.cycle_time_ms, "Engine: cycle time in ms (default 1)")
+      ->check(table_value("--fusion-threshold-mb", "the fusion buffer size in MiB", v::kFusionThresholdMb));
+  app.add_option("--cycle-time-ms", L.cycle_time_ms,
+                 fmt::format("Engine: cycle time in ms (default {})", v::kCycleTimeMs.default_value))
       ->type_name("MS")
-      ->check(number("--cycle-time-ms", "the cycle time in ms", 0, "1"));
+      ->check(table_value("--cycle-time-ms", "the cycle time in ms", v::kCycleTimeMs));
   app.add_option("--timeline-filename", L.timeline_filename, "Engine: write a Chrome trace timeline to FILE")
       ->type_name("FILE");
   app.add_flag("--timeline-mark-cycles", L.timeline_mark_cycles, "Engine: mark each cycle with work in the timeline");
   app.add_option("--cache-capacity", L.cache_capacity,
-                 "Engine: response-cache entries (default 1024; 0 negotiates every name in full)")
+                 fmt::format("Engine: response-cache entries (default {}; 0 negotiates every name in full)",
+                             v::kCacheCapacity.default_value))
       ->type_name("N")
-      ->check(whole_number("--cache-capacity", "the response-cache entries", 0, "1024", 1 << 20));
+      ->check(table_value("--cache-capacity", "the response-cache entries", v::kCacheCapacity));
   app.add_option("--stall-check-warning-time-seconds", L.stall_check_warning_s,
-                 "Engine: warn about tensors waiting this long (default 60)")
+                 fmt::format("Engine: warn about tensors waiting this long (default {})",
+                             v::kStallCheckWarningTimeSeconds.default_value))
       ->type_name("SECONDS")
-      ->check(number("--stall-check-warning-time-seconds", "the stall warning time", 0, "60"));
+      ->check(table_value("--stall-check-warning-time-seconds", "the stall warning time",
+                          v::kStallCheckWarningTimeSeconds));
   app.add_option("--stall-check-shutdown-time-seconds", L.stall_check_shutdown_s,
                  "Engine: fail a tensor that waits this long on every rank (InternalError in Python; default: never)")
       ->type_name("SECONDS")
-      ->check(number("--stall-check-shutdown-time-seconds", "the stall shutdown time", 0, "600"));
+      ->check(table_value("--stall-check-shutdown-time-seconds", "the stall shutdown time",
+                          v::kStallCheckShutdownTimeSeconds, "600"));
 }
 
 // and (after the elastic options) the subcommands. Options given after the subcommand name fall

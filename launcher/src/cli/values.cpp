@@ -46,19 +46,29 @@ CLI::Validator whole_number(std::string option, std::string what, long long min,
   return CLI::Validator(check, "", "whole number");
 }
 
-CLI::Validator number(std::string option, std::string what, double min, std::string example, bool min_exclusive) {
+CLI::Validator number(std::string option, std::string what, double min, std::string example, bool min_exclusive,
+                      double max) {
   auto check = [=](const std::string& value) -> std::string {
     char* end = nullptr;
     const double x = value.empty() ? NAN : std::strtod(value.c_str(), &end);
-    const std::string bound = fmt::format("{} {}", min_exclusive ? "above" : "at least", min);
+    std::string bound = fmt::format("{} {}", min_exclusive ? "above" : "at least", min);
+    if (std::isfinite(max)) bound += fmt::format(" and at most {}", max);
     if (value.empty() || *end != '\0' || !std::isfinite(x))
       throw UsageError(fmt::format("{} '{}' : {} must be a number, {} (e.g. {} {})", option, value, what, bound, option,
                                    example));
-    if (x < min || (min_exclusive && x == min))
+    if (x < min || (min_exclusive && x == min) || x > max)
       throw UsageError(fmt::format("{} {} : {} must be {} (e.g. {} {})", option, value, what, bound, option, example));
     return {};
   };
   return CLI::Validator(check, "", "number");
+}
+
+CLI::Validator table_value(std::string option, std::string what, const variables::Variable& v, std::string example) {
+  if (example.empty()) example = *v.default_value ? v.default_value : fmt::format("{:g}", v.max);
+  if (v.type == variables::Type::integer)
+    return whole_number(std::move(option), std::move(what), static_cast<long long>(v.min), example,
+                        static_cast<long long>(v.max));
+  return number(std::move(option), std::move(what), v.min, example, false, v.max);
 }
 
 CLI::Validator one_of(std::string option, std::vector<std::string> choices, std::string meaning) {

@@ -4,6 +4,8 @@
 // throwing UsageError from inside CLI11's parse.
 #pragma once
 
+#include <ringrun/environment_variables.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include <limits>
@@ -18,9 +20,15 @@ namespace ringrun::cli_values {
 CLI::Validator whole_number(std::string option, std::string what, long long min, std::string example,
                             long long max = std::numeric_limits<int>::max());
 
-// A finite decimal number, at least `min` (or above it when `min_exclusive`).
+// A finite decimal number, at least `min` (or above it when `min_exclusive`), at most `max`.
 CLI::Validator number(std::string option, std::string what, double min, std::string example,
-                      bool min_exclusive = false);
+                      bool min_exclusive = false, double max = std::numeric_limits<double>::infinity());
+
+// The value of an option that sets a variable of the table (ringrun/environment_variables.hpp),
+// checked against the variable's type and bounds, with its default as the example: an option and
+// its variable accept the same values. `example` when the default is not a good one (0: never).
+CLI::Validator table_value(std::string option, std::string what, const variables::Variable& v,
+                           std::string example = "");
 
 // One of `choices`; `meaning` says what each does, e.g. "cores (bind to the GPU's cores) or none".
 CLI::Validator one_of(std::string option, std::vector<std::string> choices, std::string meaning);

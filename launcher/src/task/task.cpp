@@ -145,7 +145,7 @@ LaunchOptions task_options(const Environment& env, const std::vector<std::string
   options.node.cpus_per_rank = shim_integer(env, variables::kCpusPerRank);
   inherit_visible_gpus(env, options.node);  // CUDA_VISIBLE_DEVICES, or AMD's ROCR_VISIBLE_DEVICES
   if (variables::read_set(variables::kStartTimeout, &env))
-    options.start_timeout_s = static_cast<double>(*variables::read_integer(variables::kStartTimeout, &env));
+    options.start_timeout_s = *variables::read_number(variables::kStartTimeout, &env);
   auto text = [&env](const variables::Variable& v) { return variables::read_text(v, &env); };
   options.network_interface = text(variables::kNetworkInterface);
   options.mem_bind_local = text(variables::kMemBind) == std::optional<std::string>("local");

@@ -316,7 +316,7 @@ Bootstrap bootstrap_from_environment() {
   boot.size = id.size;
   boot.source = id.source;
   boot.hostname = this_hostname();
-  boot.timeout = std::chrono::seconds(*env_integer(variables::kStartTimeout));
+  boot.timeout = env_seconds(variables::kStartTimeout);
   int generation = g_generation.fetch_add(1);
   auto interface = env_text(variables::kNetworkInterface);
   if (interface) boot.listen_address = interface_address(*interface);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/env.hpp"
+
 namespace ringrun::store {
 class Client;
 class Server;
@@ -61,7 +63,7 @@ struct Bootstrap {
   int size = 1;
   std::string hostname;
   std::string listen_address;  // IPv4 this rank listens on and advertises
-  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds timeout = core::default_seconds(variables::kStartTimeout);
   std::unique_ptr<Exchange> exchange;  // null when size == 1
   std::string source;                  // "ringrun", "mpirun (PMIx)", ... for messages
 };

@@ -53,8 +53,8 @@ ElasticSettings elastic_settings_from_environment() {
                                    "started for",
                                    variables::kElasticId.name, variables::kElasticEpoch.name));
   settings.start_epoch = static_cast<int>(*epoch);
-  settings.timeout = std::chrono::seconds(*env_integer(variables::kElasticTimeout));
-  settings.start_timeout = std::chrono::seconds(*env_integer(variables::kStartTimeout));
+  settings.timeout = env_seconds(variables::kElasticTimeout);
+  settings.start_timeout = env_seconds(variables::kStartTimeout);
   auto store_address = env_text(variables::kStoreAddr);
   if (!store_address)
     throw RuntimeError(RINGRUN_ERR_BOOTSTRAP,

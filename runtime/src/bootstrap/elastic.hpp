@@ -24,8 +24,8 @@ namespace ringrun::core {
 struct ElasticSettings {
   std::uint64_t id = 0;                       // RINGRUN_ELASTIC_ID
   int start_epoch = 0;                        // RINGRUN_ELASTIC_EPOCH
-  std::chrono::milliseconds timeout{600000};  // RINGRUN_ELASTIC_TIMEOUT: world and address waits
-  std::chrono::milliseconds start_timeout{60000};  // RINGRUN_START_TIMEOUT: connects
+  std::chrono::milliseconds timeout = default_seconds(variables::kElasticTimeout);  // world and address waits
+  std::chrono::milliseconds start_timeout = default_seconds(variables::kStartTimeout);  // connects
   std::string store_address;                  // RINGRUN_STORE_ADDR, host:port
   std::string secret;                         // RINGRUN_JOB_SECRET
 };

@@ -35,6 +35,10 @@ std::optional<bool> env_flag(const variables::Variable& v) {
   return bootstrap_error([&] { return variables::read_flag(v); });
 }
 
+std::chrono::milliseconds env_seconds(const variables::Variable& v) {
+  return std::chrono::milliseconds(static_cast<long long>(*env_number(v) * 1000));
+}
+
 std::optional<std::string> env_string(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;

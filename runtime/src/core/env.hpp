@@ -7,6 +7,7 @@
 
 #include <ringrun/variable_read.hpp>
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,12 @@ std::optional<std::string> env_text(const variables::Variable& v);
 std::optional<long long> env_integer(const variables::Variable& v);
 std::optional<double> env_number(const variables::Variable& v);
 std::optional<bool> env_flag(const variables::Variable& v);
+// A number of seconds with a default in the table (RINGRUN_START_TIMEOUT), as milliseconds.
+std::chrono::milliseconds env_seconds(const variables::Variable& v);
+// The table's default of such a variable, for a struct's initialiser.
+consteval std::chrono::milliseconds default_seconds(const variables::Variable& v) {
+  return std::chrono::milliseconds(static_cast<long long>(variables::default_number(v) * 1000));
+}
 
 // Another launcher's variable: unset or empty is nullopt; env_int checks [min, max].
 std::optional<std::string> env_string(const char* name);
