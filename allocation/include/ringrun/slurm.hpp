@@ -10,8 +10,13 @@
 #include <vector>
 
 #include "ringrun/allocation.hpp"
+#include "ringrun/environment_variables.hpp"
 
 namespace ringrun {
+
+// RINGRUN_MAX_HOSTLIST's default, for the expansions that take no environment.
+inline constexpr std::size_t kDefaultMaxHostlist =
+    static_cast<std::size_t>(variables::default_number(variables::kMaxHostlist));
 
 // Expands a Slurm hostlist exactly as `scontrol show hostnames` does: entries split on ',', ' ',
 // '\t', '\n' outside brackets; zero padding by the low bound's width; several bracket groups (the
@@ -19,14 +24,15 @@ namespace ringrun {
 // duplicates kept; a suffix after ']' (Slurm >= 23.11). Invalid forms throw InputError, e.g.
 // "SLURM_JOB_NODELIST='n[3-1]' : invalid range at column 3" (columns are 1-based; `what` names the
 // input). The number of names is computed before any is built, and more than `limit` is refused.
-std::vector<std::string> expand_hostlist(std::string_view list, std::size_t limit = 1'000'000,
+// (`limit`'s default: RINGRUN_MAX_HOSTLIST's.)
+std::vector<std::string> expand_hostlist(std::string_view list, std::size_t limit = kDefaultMaxHostlist,
                                          std::string_view what = "hostlist");
 
 // Expands a Slurm per-node count list: "2(x3),1" -> {2,2,2,1}. Malformed input throws
 // InputError, e.g. "SLURM_TASKS_PER_NODE='2(x3' : missing ')' at column 4". More than `limit`
 // entries are refused before allocating.
 std::vector<int> expand_task_counts(std::string_view counts, std::string_view what,
-                                    std::size_t limit = 1'000'000);
+                                    std::size_t limit = kDefaultMaxHostlist);
 
 // The most names a SLURM hostlist may expand to: RINGRUN_MAX_HOSTLIST from `env`, else 1,000,000.
 // A value that is not a positive number throws InputError.

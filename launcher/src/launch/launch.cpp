@@ -76,12 +76,13 @@ std::string job_secret() {
 // A port that was free a moment ago on this host (torchrun's --rdzv-endpoint=localhost:0 idea).
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 29500;
+  constexpr int kFallback = static_cast<int>(variables::default_number(variables::kMasterPort));
+  if (fd < 0) return kFallback;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof addr;
-  int port = 29500;
+  int port = kFallback;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
     port = ntohs(addr.sin_port);
