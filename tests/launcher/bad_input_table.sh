@@ -45,8 +45,9 @@ row "--cpus-per-rank 0 : the cores per rank must be at least 1 ($E --cpus-per-ra
 row "--cpus-per-rank '1.5' : the cores per rank must be a whole number, at least 1 ($E --cpus-per-rank 4)" -- --cpus-per-rank 1.5 prog
 row "--gpus-per-rank 2 : the GPUs per rank (0: CPU-only ranks) must be from 0 to 1 ($E --gpus-per-rank 1)" -- --gpus-per-rank 2 prog
 row "--grace-period -1 : the grace period in seconds must be at least 0 ($E --grace-period 10)" -- --grace-period -1 prog
-row "--start-timeout 0 : the timeout must be above 0 ($E --start-timeout 60)" -- --start-timeout 0 prog
-row "--start-timeout 'x' : the timeout must be a number, above 0 ($E --start-timeout 60)" -- --start-timeout x prog
+row "--start-timeout 0 : the timeout must be above 0 and at most 86400 ($E --start-timeout 60)" -- --start-timeout 0 prog
+row "--start-timeout 'x' : the timeout must be a number, above 0 and at most 86400 ($E --start-timeout 60)" -- --start-timeout x prog
+row "--start-timeout 100000 : the timeout must be above 0 and at most 86400 ($E --start-timeout 60)" -- --start-timeout 100000 prog
 row "--fusion-threshold-mb -1 : the fusion buffer size in MiB must be at least 0 and at most 1048576 ($E --fusion-threshold-mb 128)" -- --fusion-threshold-mb -1 prog
 row "--cycle-time-ms 'nan' : the cycle time in ms must be a number, at least 0 and at most 60000 ($E --cycle-time-ms 1)" -- --cycle-time-ms nan prog
 row "--cache-capacity 9999999 : the response-cache entries must be from 0 to 1048576 ($E --cache-capacity 1024)" -- --cache-capacity 9999999 prog
@@ -86,7 +87,7 @@ row "-np 1 : below --min-np 2; give -np at least 2 or lower --min-np" -- -np 1 -
 row "-np 9 : above --max-np 8; give -np at most 8 or raise --max-np" -- -np 9 --max-np 8 prog
 row "--blacklist-cooldown-range 5 2 : MIN must not be above MAX ($E --blacklist-cooldown-range 10 300)" -- --min-np 1 --blacklist-cooldown-range 5 2 prog
 row "--blacklist-cooldown-range 'x' '5' : MIN and MAX must be whole seconds ($E --blacklist-cooldown-range 10 300)" -- --min-np 1 --blacklist-cooldown-range x 5 prog
-row "--elastic-timeout 0 : the timeout must be above 0 ($E --elastic-timeout 600)" -- --min-np 1 --elastic-timeout 0 prog
+row "--elastic-timeout 0 : the timeout must be above 0 and at most 604800 ($E --elastic-timeout 600)" -- --min-np 1 --elastic-timeout 0 prog
 row "--reset-limit -1 : the number of resets must be at least 0 ($E --reset-limit 3)" -- --min-np 1 --reset-limit -1 prog
 row "--reset-limit applies in elastic mode only; add --min-np N (or --max-np N) to make the job elastic, or drop --reset-limit" -- --reset-limit 2 prog
 row "elastic mode (--min-np/--max-np) runs on this host, inside a SLURM allocation (sbatch/salloc) by srun, or on -H/--hostfile or an MPIJob's hosts by mpirun, but this job would start its ranks with mpirun; use --launcher local, srun inside an allocation, or mpirun with -H" -- --min-np 1 --launcher mpirun prog

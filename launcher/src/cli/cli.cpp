@@ -107,7 +107,8 @@ void add_elastic_options(CLI::App& app, ElasticOptions& e, std::vector<std::stri
                  fmt::format("Elastic mode: seconds to wait for --min-np slots before ending the job (default {})",
                              variables::kElasticTimeout.default_value))
       ->type_name("SECONDS")
-      ->check(number("--elastic-timeout", "the timeout", 0, variables::kElasticTimeout.default_value, true));
+      ->check(number("--elastic-timeout", "the timeout", 0, variables::kElasticTimeout.default_value, true,
+                     variables::kElasticTimeout.max));
 }
 
 // One whole number of seconds of --blacklist-cooldown-range, or a one-line UsageError.
@@ -232,7 +233,7 @@ void add_job_options(CLI::App& app, Invocation& inv, RawChoices& raw) {
   app.add_option("--start-timeout", L.start_timeout_s, "Seconds the ranks may take to meet (default 30 + 1 per 8 "
                                                         "hosts)")
       ->type_name("SECONDS")
-      ->check(number("--start-timeout", "the timeout", 0, "60", true));
+      ->check(number("--start-timeout", "the timeout", 0, "60", true, variables::kStartTimeout.max));
   app.add_option("--grace-period", inv.supervisor.grace_period_s,
                  "Seconds between SIGTERM and SIGKILL when the job stops (default 10)")
       ->type_name("SECONDS")

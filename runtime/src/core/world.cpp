@@ -1,7 +1,6 @@
 #include "core/world.hpp"
 
 #include <algorithm>
-#include <array>
 #include <map>
 
 #include <fmt/format.h>
@@ -86,22 +85,10 @@ std::string name_ranks(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
 }
 
-const CollectiveRow* find_collective(unsigned value) {
-  for (const CollectiveRow& row : kCollectives)
-    if (static_cast<unsigned>(row.kind) == value) return &row;
-  return nullptr;
-}
-
 const CollectiveRow& collective_row(Collective kind) {
-  static const auto by_kind = [] {
-    std::array<const CollectiveRow*, kMaxCollective + 1> table{};
-    for (const CollectiveRow& row : kCollectives) table[static_cast<std::size_t>(row.kind)] = &row;
-    return table;
-  }();
-  const auto index = static_cast<std::size_t>(kind);
-  if (index >= by_kind.size() || by_kind[index] == nullptr)
-    throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("collective kind {} is not in the list", index));
-  return *by_kind[index];
+  if (const CollectiveRow* row = find_collective(static_cast<unsigned>(kind))) [[likely]]
+    return *row;
+  throw RuntimeError(RINGRUN_ERR_INTERNAL, fmt::format("collective kind {} is not in the list", static_cast<int>(kind)));
 }
 
 const char* collective_name(Collective kind) { return collective_row(kind).name; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -93,8 +94,19 @@ inline constexpr std::size_t kMaxCollective = [] {
   return most;
 }();
 
+// The list's lines by kind, made at compile time: a lookup on every collective's header check
+// costs an index, no initialisation guard.
+inline constexpr auto kCollectiveByKind = [] {
+  std::array<const CollectiveRow*, kMaxCollective + 1> table{};
+  for (const CollectiveRow& row : kCollectives) table[static_cast<std::size_t>(row.kind)] = &row;
+  return table;
+}();
+
 // The list's line of a kind received from a peer or a caller; nullptr when the value is none.
-const CollectiveRow* find_collective(unsigned value);
+constexpr const CollectiveRow* find_collective(unsigned value) {
+  return value < kCollectiveByKind.size() ? kCollectiveByKind[value] : nullptr;
+}
+// The line of a kind this process made (RuntimeError for a value outside the list).
 const CollectiveRow& collective_row(Collective kind);
 const char* collective_name(Collective kind);
 

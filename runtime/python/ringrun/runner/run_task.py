@@ -74,7 +74,11 @@ def main(argv):
     # The secret is this process's only: the function and what it starts do not inherit it.
     secret = bytes.fromhex(os.environ.pop(protocol.SECRET_VARIABLE))
     from ringrun._ringrun import variables
-    host = variables.read(variables.STORE_ADDR).rsplit(":", 1)[0]
+    store = variables.read(variables.STORE_ADDR)
+    if not store:
+        sys.exit(f"ringrun.runner.run_task: {variables.STORE_ADDR} is not set: the driver is on ringrun's host, "
+                 "which ringrun names there; start the job with ringrun.run()")
+    host = store.rsplit(":", 1)[0]
     address = (host, int(argv[1]))
     main_path, main_name, sys_path, data = _request(address, secret, ("fetch",))
     sys.path.extend(p for p in sys_path if p not in sys.path and os.path.isdir(p))
